@@ -1,0 +1,353 @@
+//! The pure timing-wheel core: levels, buckets, the bucket queue and
+//! reinsertion.
+//!
+//! # Design
+//!
+//! This is the hierarchical timing wheel of Varghese and Lauck ("Hashed and
+//! Hierarchical Timing Wheels: Data Structures for the Efficient
+//! Implementation of a Timer Facility", SOSP 1987) in the shape Kafka's
+//! `SystemTimer` gave it:
+//!
+//! * Time is an integer number of **ticks** (`u64`). The core never reads a
+//!   clock; the caller converts instants to ticks and passes "now" in.
+//! * Level 0 has `wheel_size` buckets of one tick. Level `n` has buckets as
+//!   wide as the whole of level `n - 1`. Levels are created lazily, the first
+//!   time a deadline lies beyond the levels that exist; the top one always
+//!   covers every `u64` deadline, so the range is unbounded.
+//! * Each bucket is an intrusive list over one [`Slab`] of entries, so a timer
+//!   joins, leaves or moves between buckets in O(1) with no allocation of its
+//!   own.
+//! * A bucket is due at its **start**. Non-empty buckets sit in the
+//!   [`BucketQueue`](queue::BucketQueue), a min-heap keyed by that start and
+//!   pushed only when a bucket's expiration changes (Kafka's trick), so the
+//!   caller can sleep until the next due bucket instead of ticking through
+//!   empty slots.
+//! * When a bucket comes due, the wheel's time advances to its start and the
+//!   bucket is flushed: each entry is **reinserted** from scratch. An entry
+//!   whose deadline has been reached moves to the due list; any other lands
+//!   in a finer bucket (it is always finer: see [`Level::covers`]).
+//!
+//! # The never-early rule
+//!
+//! An entry is handed out by [`Wheel::poll`]`(now)` only once
+//! `deadline <= now`. Kafka fires a whole bucket at its start, which is up to
+//! one tick early for the entries further into it; here a coarse bucket is
+//! only ever a reason to reinsert, and the decision to fire compares the
+//! entry's own deadline. The async layer rounds deadlines *up* to a tick and
+//! "now" *down*, which makes the rule hold for real instants too.
+//!
+//! # Ground rules
+//!
+//! The core is plain data behind `&mut self`: no locks, no atomics, no clock,
+//! no async. Whoever owns the `Wheel` (the timer's mutex, in this crate)
+//! decides when time moves, by calling [`Wheel::poll`].
+
+mod level;
+mod list;
+mod queue;
+
+#[cfg(test)]
+mod tests;
+
+use slab::Slab;
+
+use self::level::Level;
+use self::list::{Links, List};
+use self::queue::{BucketId, BucketQueue};
+
+/// Identifies an entry in the wheel; stable until the entry is removed.
+pub(crate) type Key = usize;
+
+/// One timer: its payload, its deadline in ticks, and where it is filed.
+#[derive(Debug)]
+pub(crate) struct Entry<T> {
+    value: T,
+    deadline: u64,
+    links: Links,
+    place: Place,
+}
+
+/// Which list holds an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// In no list: handed out by `poll`, or taken out with `unfile`.
+    Unfiled,
+    /// Found due, waiting to be handed out by `poll`.
+    Due,
+    /// Waiting in a bucket.
+    Bucket(BucketId),
+}
+
+/// A hierarchical timing wheel holding values of type `T`.
+#[derive(Debug)]
+pub(crate) struct Wheel<T> {
+    entries: Slab<Entry<T>>,
+    levels: Vec<Level>,
+    queue: BucketQueue,
+    due: List,
+    /// The wheel's current time in ticks: the start of the last bucket
+    /// flushed, or the last `now` passed to `poll`, whichever is later.
+    elapsed: u64,
+    wheel_size: u64,
+}
+
+impl<T> Wheel<T> {
+    /// Creates an empty wheel whose time starts at tick 0.
+    ///
+    /// # Panics
+    ///
+    /// If `wheel_size < 2` (the builder checks this with a friendlier
+    /// message first).
+    pub(crate) fn new(wheel_size: usize) -> Wheel<T> {
+        assert!(wheel_size >= 2, "a wheel needs at least 2 slots");
+        let wheel_size = wheel_size as u64;
+        Wheel {
+            entries: Slab::new(),
+            levels: vec![Level::new(0, wheel_size).expect("level 0 always fits")],
+            queue: BucketQueue::default(),
+            due: List::new(),
+            elapsed: 0,
+            wheel_size,
+        }
+    }
+
+    /// The wheel's current time, in ticks.
+    pub(crate) fn elapsed(&self) -> u64 {
+        self.elapsed
+    }
+
+    /// How many entries the wheel holds, filed or not.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// How many levels exist (they are created lazily).
+    #[cfg(test)]
+    pub(crate) fn level_count(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Adds an entry due at `deadline` and files it.
+    ///
+    /// Returns its key and the tick at which it will next come out of the
+    /// bucket queue (its bucket's start, or the current time if it is already
+    /// due), so the caller can tell whether its sleep must be shortened.
+    pub(crate) fn insert(&mut self, deadline: u64, value: T) -> (Key, u64) {
+        let key = self.entries.insert(Entry {
+            value,
+            deadline,
+            links: Links::UNLINKED,
+            place: Place::Unfiled,
+        });
+        let due_at = self.file(key);
+        (key, due_at)
+    }
+
+    /// Moves an entry to a new deadline (earlier or later), filing it again
+    /// if it had been handed out or unfiled. Returns as [`Wheel::insert`].
+    ///
+    /// # Panics
+    ///
+    /// If `key` is not in the wheel.
+    pub(crate) fn reset(&mut self, key: Key, deadline: u64) -> u64 {
+        self.unfile(key);
+        self.entries[key].deadline = deadline;
+        self.file(key)
+    }
+
+    /// Takes an entry out of its bucket without removing it: it stays in the
+    /// wheel, keeps its key, and will not come due until it is reset.
+    pub(crate) fn unfile(&mut self, key: Key) {
+        match self.entries[key].place {
+            Place::Unfiled => return,
+            Place::Due => self.due.unlink(&mut self.entries, key),
+            Place::Bucket(id) => {
+                // An emptied bucket stays in the queue; it is dropped when it
+                // reaches the head (see `next_expiration`).
+                let bucket = &mut self.levels[id.level as usize].buckets[id.slot as usize];
+                bucket.list.unlink(&mut self.entries, key);
+            }
+        }
+        self.entries[key].place = Place::Unfiled;
+    }
+
+    /// Removes an entry in O(1) and returns its value.
+    ///
+    /// # Panics
+    ///
+    /// If `key` is not in the wheel.
+    pub(crate) fn remove(&mut self, key: Key) -> T {
+        self.unfile(key);
+        self.entries.remove(key).value
+    }
+
+    /// The value of entry `key`.
+    pub(crate) fn get_mut(&mut self, key: Key) -> &mut T {
+        &mut self.entries[key].value
+    }
+
+    /// The deadline of entry `key`, in ticks.
+    #[cfg(test)]
+    pub(crate) fn deadline(&self, key: Key) -> u64 {
+        self.entries[key].deadline
+    }
+
+    /// Whether entry `key` is waiting to come due.
+    #[cfg(test)]
+    pub(crate) fn is_filed(&self, key: Key) -> bool {
+        self.entries[key].place != Place::Unfiled
+    }
+
+    /// All entries, filed or not, with their keys.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (Key, &mut T)> {
+        self.entries
+            .iter_mut()
+            .map(|(key, entry)| (key, &mut entry.value))
+    }
+
+    /// Takes every entry out of its bucket (for shutdown): afterwards nothing
+    /// comes due, while every key stays valid until removed.
+    pub(crate) fn unfile_all(&mut self) {
+        for level in &mut self.levels {
+            for bucket in level.buckets.iter_mut() {
+                bucket.list = List::new();
+                bucket.expiration = None;
+            }
+        }
+        self.due = List::new();
+        self.queue = BucketQueue::default();
+        for (_, entry) in self.entries.iter_mut() {
+            entry.links = Links::UNLINKED;
+            entry.place = Place::Unfiled;
+        }
+    }
+
+    /// The tick at which the next entry may come due: the earliest non-empty
+    /// bucket's start, or the current time if entries are already due.
+    /// `None` when nothing is filed.
+    ///
+    /// Buckets emptied by removals are discarded here, when they reach the
+    /// head, so the caller never sleeps for them.
+    pub(crate) fn next_expiration(&mut self) -> Option<u64> {
+        if !self.due.is_empty() {
+            return Some(self.elapsed);
+        }
+        while let Some((expiration, id)) = self.queue.peek() {
+            let bucket = self.bucket_mut(id);
+            if bucket.expiration == Some(expiration) && !bucket.list.is_empty() {
+                return Some(expiration);
+            }
+            self.discard_head(expiration, id);
+        }
+        None
+    }
+
+    /// Hands out the next entry whose deadline is at or before `now`, in
+    /// deadline order (entries due at the same tick come out in the order
+    /// they were filed). Returns `None` once nothing more is due, and then
+    /// advances the wheel's time to `now`.
+    ///
+    /// A returned entry stays in the wheel, unfiled: the caller removes it,
+    /// resets it, or leaves it for its owner to remove.
+    pub(crate) fn poll(&mut self, now: u64) -> Option<Key> {
+        loop {
+            if let Some(key) = self.due.pop_front(&mut self.entries) {
+                self.entries[key].place = Place::Unfiled;
+                return Some(key);
+            }
+            match self.queue.peek() {
+                Some((expiration, id)) if expiration <= now => {
+                    self.queue.pop();
+                    self.flush_due(expiration, id);
+                }
+                _ => {
+                    // Every bucket due by `now` has been flushed, so moving
+                    // time forward cannot strand an entry in a slot that a
+                    // later rotation will reuse.
+                    self.elapsed = self.elapsed.max(now);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Flushes the bucket popped from the queue: advance time to its start
+    /// and reinsert each entry, which either makes it due or files it in a
+    /// finer bucket.
+    fn flush_due(&mut self, expiration: u64, id: BucketId) {
+        let bucket = self.bucket_mut(id);
+        if bucket.expiration != Some(expiration) {
+            // A stale queue item; the bucket was already dealt with.
+            return;
+        }
+        bucket.expiration = None;
+        let mut list = bucket.list.take();
+        debug_assert!(expiration >= self.elapsed, "buckets come due in order");
+        self.elapsed = self.elapsed.max(expiration);
+        while let Some(key) = list.pop_front(&mut self.entries) {
+            self.entries[key].place = Place::Unfiled;
+            self.file(key);
+        }
+    }
+
+    /// Drops the queue's head, which names an empty or stale bucket.
+    fn discard_head(&mut self, expiration: u64, id: BucketId) {
+        self.queue.pop();
+        let bucket = self.bucket_mut(id);
+        if bucket.expiration == Some(expiration) {
+            bucket.expiration = None;
+        }
+    }
+
+    /// Files an unfiled entry by its deadline. Returns when it will come out
+    /// of the queue: its bucket's start, or `elapsed` if it is already due.
+    fn file(&mut self, key: Key) -> u64 {
+        debug_assert_eq!(self.entries[key].place, Place::Unfiled);
+        let deadline = self.entries[key].deadline;
+        if deadline <= self.elapsed {
+            self.due.push_back(&mut self.entries, key);
+            self.entries[key].place = Place::Due;
+            return self.elapsed;
+        }
+        let level = self.level_for(deadline);
+        let wheel = &mut self.levels[level];
+        let slot = wheel.slot_of(deadline);
+        let start = wheel.bucket_start(deadline);
+        let id = BucketId {
+            level: level as u32,
+            slot: slot as u32,
+        };
+        let bucket = &mut wheel.buckets[slot];
+        bucket.list.push_back(&mut self.entries, key);
+        if bucket.expiration != Some(start) {
+            // The slot's previous rotation started before `elapsed`, so it
+            // has been flushed (and its expiration cleared) already.
+            debug_assert!(bucket.expiration.is_none(), "slot reused before flush");
+            bucket.expiration = Some(start);
+            self.queue.push(start, id);
+        }
+        self.entries[key].place = Place::Bucket(id);
+        start
+    }
+
+    /// The finest level whose current rotation covers `deadline`, creating
+    /// overflow levels as needed.
+    fn level_for(&mut self, deadline: u64) -> usize {
+        let mut index = 0;
+        loop {
+            if index == self.levels.len() {
+                let level = Level::new(index as u32, self.wheel_size)
+                    .expect("the level below covers every u64 deadline");
+                self.levels.push(level);
+            }
+            if self.levels[index].covers(self.elapsed, deadline) {
+                return index;
+            }
+            index += 1;
+        }
+    }
+
+    fn bucket_mut(&mut self, id: BucketId) -> &mut level::Bucket {
+        &mut self.levels[id.level as usize].buckets[id.slot as usize]
+    }
+}

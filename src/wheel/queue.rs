@@ -1,0 +1,41 @@
+//! The bucket queue: a min-heap of non-empty bucket expirations.
+//!
+//! This is Kafka's `DelayQueue` trick. The driver never turns the wheel tick
+//! by tick; it asks this queue for the earliest bucket and sleeps until then.
+//! A bucket is pushed once per expiration (when its expiration changes), so
+//! the queue holds at most one item per bucket and rotation.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Where a bucket lives: its level and its slot in that level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct BucketId {
+    pub(super) level: u32,
+    pub(super) slot: u32,
+}
+
+/// Min-heap of `(expiration, bucket)`.
+#[derive(Debug, Default)]
+pub(super) struct BucketQueue {
+    heap: BinaryHeap<Reverse<(u64, BucketId)>>,
+}
+
+impl BucketQueue {
+    pub(super) fn push(&mut self, expiration: u64, bucket: BucketId) {
+        self.heap.push(Reverse((expiration, bucket)));
+    }
+
+    /// The earliest expiration and its bucket, if any.
+    pub(super) fn peek(&self) -> Option<(u64, BucketId)> {
+        self.heap.peek().map(|Reverse(item)| *item)
+    }
+
+    pub(super) fn pop(&mut self) -> Option<(u64, BucketId)> {
+        self.heap.pop().map(|Reverse(item)| item)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.heap.len()
+    }
+}

@@ -1,0 +1,280 @@
+//! Unit and model-based tests of the pure wheel core.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::{Key, Wheel};
+
+/// Polls everything due at `now`, returning the values in the order given.
+fn fire(wheel: &mut Wheel<u32>, now: u64) -> Vec<u32> {
+    let mut fired = Vec::new();
+    while let Some(key) = wheel.poll(now) {
+        fired.push(wheel.remove(key));
+    }
+    fired
+}
+
+/// Advances tick by tick from the wheel's time to `until`, checking that no
+/// value fires before its deadline, and returns `(value, tick)` pairs.
+fn run_until(wheel: &mut Wheel<u32>, deadlines: &BTreeMap<u32, u64>, until: u64) -> Vec<(u32, u64)> {
+    let mut out = Vec::new();
+    let mut now = wheel.elapsed();
+    while now <= until {
+        for value in fire(wheel, now) {
+            assert!(deadlines[&value] <= now, "value {value} fired early at {now}");
+            out.push((value, now));
+        }
+        now += 1;
+    }
+    out
+}
+
+#[test]
+fn fires_exactly_at_deadline() {
+    let mut wheel = Wheel::new(64);
+    wheel.insert(10, 1);
+    assert_eq!(wheel.next_expiration(), Some(10));
+    assert!(fire(&mut wheel, 9).is_empty());
+    assert_eq!(fire(&mut wheel, 10), vec![1]);
+    assert_eq!(wheel.len(), 0);
+    assert_eq!(wheel.next_expiration(), None);
+}
+
+#[test]
+fn deadline_at_or_before_now_is_due_at_once() {
+    let mut wheel = Wheel::new(8);
+    fire(&mut wheel, 100);
+    let (_, due_at) = wheel.insert(50, 1);
+    assert_eq!(due_at, 100);
+    let (_, due_at) = wheel.insert(100, 2);
+    assert_eq!(due_at, 100);
+    assert_eq!(wheel.next_expiration(), Some(100));
+    assert_eq!(fire(&mut wheel, 100), vec![1, 2]);
+}
+
+#[test]
+fn overflow_levels_are_created_lazily() {
+    let mut wheel = Wheel::new(64);
+    assert_eq!(wheel.level_count(), 1);
+    wheel.insert(63, 0);
+    assert_eq!(wheel.level_count(), 1, "63 fits level 0");
+    wheel.insert(64, 1);
+    assert_eq!(wheel.level_count(), 2);
+    wheel.insert(64 * 64 - 1, 2);
+    assert_eq!(wheel.level_count(), 2);
+    wheel.insert(64 * 64, 3);
+    assert_eq!(wheel.level_count(), 3);
+    wheel.insert(u64::MAX, 4);
+    // 64^11 > 2^64, so the top level is level 10 and covers the rest.
+    assert_eq!(wheel.level_count(), 11);
+}
+
+#[test]
+fn overflow_bucket_reinserts_downward_without_firing_early() {
+    let mut wheel = Wheel::new(64);
+    let (key, due_at) = wheel.insert(5000, 7);
+    // Level 2 (ticks of 4096): the bucket starts at 4096.
+    assert_eq!(due_at, 4096);
+    assert_eq!(wheel.next_expiration(), Some(4096));
+    assert!(fire(&mut wheel, 4096).is_empty(), "a coarse bucket only reinserts");
+    assert!(wheel.is_filed(key));
+    // Now in level 1 (ticks of 64): 5000 - 5000 % 64 = 4992.
+    assert_eq!(wheel.next_expiration(), Some(4992));
+    assert!(fire(&mut wheel, 4999).is_empty());
+    assert_eq!(wheel.next_expiration(), Some(5000));
+    assert_eq!(fire(&mut wheel, 5000), vec![7]);
+}
+
+#[test]
+fn a_late_poll_hands_out_everything_due_in_deadline_order() {
+    let mut wheel = Wheel::new(4);
+    for (value, deadline) in [(3, 300), (1, 5), (2, 70), (4, 301), (5, 10_000)] {
+        wheel.insert(deadline, value);
+    }
+    assert_eq!(fire(&mut wheel, 301), vec![1, 2, 3, 4]);
+    assert_eq!(wheel.elapsed(), 301);
+    assert_eq!(fire(&mut wheel, 10_000), vec![5]);
+}
+
+#[test]
+fn cancelled_bucket_is_discarded_at_the_head() {
+    let mut wheel = Wheel::new(64);
+    let (key, _) = wheel.insert(10, 1);
+    wheel.insert(20, 2);
+    assert_eq!(wheel.remove(key), 1);
+    // The emptied bucket is skipped: nobody sleeps until tick 10 for it.
+    assert_eq!(wheel.next_expiration(), Some(20));
+    assert_eq!(fire(&mut wheel, 20), vec![2]);
+}
+
+#[test]
+fn reset_earlier_and_later() {
+    let mut wheel = Wheel::new(8);
+    let (a, _) = wheel.insert(1_000, 1);
+    let (b, _) = wheel.insert(5, 2);
+    assert_eq!(wheel.reset(a, 3), 3);
+    assert_eq!(wheel.reset(b, 2_000), 1536);
+    assert_eq!(wheel.deadline(b), 2_000);
+    assert_eq!(fire(&mut wheel, 1_999), vec![1]);
+    assert_eq!(fire(&mut wheel, 2_000), vec![2]);
+}
+
+#[test]
+fn handed_out_entry_can_be_refiled() {
+    let mut wheel = Wheel::new(8);
+    let (key, _) = wheel.insert(4, 1);
+    assert_eq!(wheel.poll(4), Some(key));
+    assert!(!wheel.is_filed(key));
+    wheel.reset(key, 9);
+    assert_eq!(wheel.poll(8), None);
+    assert_eq!(wheel.poll(9), Some(key));
+}
+
+#[test]
+fn unfiled_entries_never_come_due() {
+    let mut wheel = Wheel::new(8);
+    let (key, _) = wheel.insert(4, 1);
+    wheel.unfile(key);
+    assert_eq!(wheel.next_expiration(), None);
+    assert_eq!(wheel.poll(u64::MAX), None);
+    assert_eq!(wheel.len(), 1);
+    assert_eq!(wheel.remove(key), 1);
+}
+
+#[test]
+fn unfile_all_keeps_keys_valid() {
+    let mut wheel = Wheel::new(2);
+    let keys: Vec<Key> = (0..50).map(|i| wheel.insert(i * 37 + 1, i as u32).0).collect();
+    wheel.unfile_all();
+    assert_eq!(wheel.next_expiration(), None);
+    assert_eq!(wheel.poll(u64::MAX), None);
+    for (i, key) in keys.into_iter().enumerate() {
+        assert_eq!(wheel.remove(key), i as u32);
+    }
+}
+
+#[test]
+fn huge_deadlines_and_u64_max() {
+    let mut wheel = Wheel::new(2);
+    wheel.insert(u64::MAX, 1);
+    wheel.insert(u64::MAX - 1, 2);
+    wheel.insert(1 << 63, 3);
+    assert_eq!(wheel.level_count(), 64);
+    assert_eq!(fire(&mut wheel, (1 << 63) - 1), Vec::<u32>::new());
+    assert_eq!(fire(&mut wheel, 1 << 63), vec![3]);
+    assert_eq!(fire(&mut wheel, u64::MAX), vec![2, 1]);
+}
+
+/// Kafka's own test of its wheel: tick 1, wheel size 3 (about six levels),
+/// tasks at 0..4, 10..99 (twice each) and 100..499 all run exactly once.
+#[test]
+fn kafka_small_wheel_runs_every_task_once() {
+    let mut wheel = Wheel::new(3);
+    let mut deadlines = BTreeMap::new();
+    let mut value = 0;
+    let ranges = [(0..5), (10..100), (10..100), (100..500)];
+    for range in ranges {
+        for deadline in range {
+            wheel.insert(deadline, value);
+            deadlines.insert(value, deadline);
+            value += 1;
+        }
+    }
+    let fired = run_until(&mut wheel, &deadlines, 600);
+    assert_eq!(fired.len(), deadlines.len());
+    for (value, at) in fired {
+        assert_eq!(deadlines[&value], at, "value {value} must fire exactly at its tick");
+    }
+    assert_eq!(wheel.len(), 0);
+}
+
+/// One step of a random workload.
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u64),
+    Remove(usize),
+    Reset(usize, u64),
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    // Deadlines are relative to the current time; large ones reach the top
+    // levels, and some sit near `u64::MAX`.
+    let delta = prop_oneof![
+        4 => 0u64..100,
+        3 => 0u64..100_000,
+        1 => Just(u64::MAX / 2),
+        1 => (u64::MAX - 10)..=u64::MAX,
+    ];
+    prop_oneof![
+        4 => delta.clone().prop_map(Op::Insert),
+        2 => any::<usize>().prop_map(Op::Remove),
+        2 => (any::<usize>(), delta).prop_map(|(i, d)| Op::Reset(i, d)),
+        3 => prop_oneof![0u64..10, 0u64..5_000, Just(u64::MAX / 4)].prop_map(Op::Advance),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// The wheel against a map of live deadlines: after every step, exactly
+    /// the entries whose deadline is at or before now have fired, each once,
+    /// none early, in deadline order, and `next_expiration` never lies about
+    /// the earliest entry.
+    #[test]
+    fn wheel_matches_model(wheel_size in 2usize..70, ops in prop::collection::vec(op(), 1..200)) {
+        let mut wheel = Wheel::new(wheel_size);
+        let mut model: BTreeMap<u32, (Key, u64)> = BTreeMap::new();
+        let mut now = 0u64;
+        let mut next_value = 0u32;
+        for op in ops {
+            match op {
+                Op::Insert(delta) => {
+                    let deadline = now.saturating_add(delta);
+                    let (key, due_at) = wheel.insert(deadline, next_value);
+                    prop_assert!(due_at <= deadline.max(now));
+                    model.insert(next_value, (key, deadline));
+                    next_value += 1;
+                }
+                Op::Remove(i) if !model.is_empty() => {
+                    let value = *model.keys().nth(i % model.len()).unwrap();
+                    let (key, _) = model.remove(&value).unwrap();
+                    prop_assert_eq!(wheel.remove(key), value);
+                }
+                Op::Reset(i, delta) if !model.is_empty() => {
+                    let value = *model.keys().nth(i % model.len()).unwrap();
+                    let entry = model.get_mut(&value).unwrap();
+                    entry.1 = now.saturating_add(delta);
+                    wheel.reset(entry.0, entry.1);
+                }
+                Op::Advance(delta) => now = now.saturating_add(delta),
+                _ => {}
+            }
+            if let Some(next) = wheel.next_expiration() {
+                let earliest = model.values().map(|&(_, d)| d).min();
+                prop_assert!(earliest.is_some(), "a bucket is queued with nothing in the wheel");
+                prop_assert!(next <= earliest.unwrap().max(wheel.elapsed()), "next_expiration {} is after the earliest deadline {:?}", next, earliest);
+            } else {
+                prop_assert!(model.is_empty());
+            }
+            // Entries filed in buckets come out in deadline order; ones that
+            // were already due when inserted come out first, in insertion order.
+            let before = wheel.elapsed();
+            let mut last = before;
+            while let Some(key) = wheel.poll(now) {
+                let value = wheel.remove(key);
+                let (model_key, deadline) = model.remove(&value).expect("fired twice or never inserted");
+                prop_assert_eq!(key, model_key);
+                prop_assert!(deadline <= now, "fired early: deadline {} now {}", deadline, now);
+                if deadline > before {
+                    prop_assert!(deadline >= last, "out of order: {} after {}", deadline, last);
+                    last = deadline;
+                }
+            }
+            let overdue: Vec<_> = model.iter().filter(|(_, &(_, d))| d <= now).collect();
+            prop_assert!(overdue.is_empty(), "due but not fired: {:?}", overdue);
+            prop_assert_eq!(wheel.len(), model.len());
+        }
+    }
+}
