@@ -1,4 +1,76 @@
-//! tiered-timer
-#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
-#[allow(dead_code)]
+//! A hierarchical timing-wheel timer for tokio, and a drop-in replacement
+//! for `tokio::time`.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tiered_timer::{interval, sleep, timeout};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! sleep(Duration::from_millis(10)).await;
+//! let slow = sleep(Duration::from_secs(10));
+//! assert!(timeout(Duration::from_millis(50), slow).await.is_err());
+//! let mut ticks = interval(Duration::from_millis(100));
+//! ticks.tick().await;
+//! # }
+//! ```
+//!
+//! Switching from `tokio::time` is a change of imports: the free functions
+//! ([`sleep`], [`sleep_until`], [`timeout`], [`timeout_at`], [`interval`],
+//! [`interval_at`]) and the types ([`Sleep`], [`Timeout`], [`Interval`],
+//! [`MissedTickBehavior`], [`error::Elapsed`]) have tokio's names,
+//! signatures and documented behaviour, and time is tokio's [`Instant`], so
+//! `tokio::time::pause`, `advance` and auto-advance drive this timer too.
+//! Unlike tokio's, [`Sleep`] is [`Unpin`] and [`Timeout<F>`] is `Unpin` when
+//! `F` is.
+//!
+//! # Design
+//!
+//! Each timer is a hierarchy of timing wheels in the style of Kafka's
+//! `SystemTimer` (after Varghese and Lauck, "Hashed and Hierarchical Timing
+//! Wheels", SOSP 1987):
+//!
+//! * the finest wheel has `wheel_size` slots of one `tick`; coarser overflow
+//!   wheels are created when a deadline first needs them, with no limit on
+//!   range; when a coarse bucket comes due its entries are reinserted into
+//!   finer wheels;
+//! * a min-heap of non-empty bucket expirations tells the timer's single
+//!   driver task how long to sleep, so nothing runs while nothing is due;
+//! * entries live in a slab: registering, cancelling and resetting are O(1)
+//!   and a timer costs no allocation of its own.
+//!
+//! The synchronous core lives in `src/wheel/` (it reads no clock and takes no
+//! lock); `src/driver/` runs it on tokio.
+//!
+//! # Never early
+//!
+//! A timer with tick `t`, built at instant `o`, fires a deadline `d` at the
+//! first tick boundary `o + k·t` with `o + k·t >= d`, and never before it.
+//! (It may be later when the runtime is busy, like any timer.) The default
+//! timer's tick is 1 ms.
+
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+#![forbid(unsafe_code)]
+
+mod driver;
+pub mod error;
+mod interval;
+mod sleep;
+mod sync;
+mod timeout;
+mod timer;
 mod wheel;
+
+pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
+pub use crate::sleep::{sleep, sleep_until, Sleep};
+pub use crate::timeout::{timeout, timeout_at, Timeout};
+pub use crate::timer::{Builder, Handle, Timer};
+
+/// A measurement of a monotonically nondecreasing clock: tokio's, so that
+/// paused time applies.
+pub use tokio::time::Instant;

@@ -117,6 +117,7 @@ impl<T> Wheel<T> {
     }
 
     /// How many entries the wheel holds, filed or not.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }

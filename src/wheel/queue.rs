@@ -34,8 +34,4 @@ impl BucketQueue {
     pub(super) fn pop(&mut self) -> Option<(u64, BucketId)> {
         self.heap.pop().map(|Reverse(item)| item)
     }
-
-    pub(super) fn len(&self) -> usize {
-        self.heap.len()
-    }
 }

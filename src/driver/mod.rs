@@ -1,0 +1,457 @@
+//! The async layer's engine room: the state a timer shares between its
+//! handles, its sleeps and its driver task, and the driver itself.
+//!
+//! # How time moves
+//!
+//! The driver is one tokio task per timer. It asks the wheel for the next
+//! due bucket, sleeps on a single `tokio::time::Sleep` until that bucket's
+//! instant, then flushes everything due and wakes the owners. Nothing ticks
+//! while nothing is due. When a registration creates a new earliest bucket
+//! the registering thread wakes the driver so it can sleep less; no other
+//! registration touches the driver.
+//!
+//! The tokio sleep is polled with a waker of our own ([`DriverWake`]) rather
+//! than the driver task's. When tokio's time driver fires it, that waker
+//! flushes the due entries right there, before tokio returns to any task.
+//! This is what makes `tokio::time::advance(d).await` behave as it does for
+//! tokio's own timers: when it returns, every sleep due by then has been
+//! woken. Each flush is bounded ([`INLINE_BATCH`], [`DRIVER_BATCH`]); the
+//! driver task carries on with the rest, yielding between batches, so a
+//! million simultaneous expiries never monopolise a worker.
+//!
+//! # Ground rules
+//!
+//! * [`State`] (the wheel, the driver's waker, what the driver is armed for)
+//!   is only touched with the timer lock held.
+//! * Wakers are never woken, and never dropped, with the lock held: they are
+//!   moved out and handled after it is released.
+//! * The per-entry deadline words follow the rules in [`deadlines`].
+//! * A slab key belongs to the sleep that registered it until that sleep
+//!   deregisters it (on drop), even after it fired; so a key is never reused
+//!   while anyone could still write its deadline word.
+
+pub(crate) mod deadlines;
+pub(crate) mod registry;
+pub(crate) mod ticks;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering, Weak};
+use crate::wheel::{Key, Wheel};
+use crate::Instant;
+
+use self::deadlines::{DeadlineTable, Due, FIRED, SHUTDOWN};
+use self::ticks::{Ticks, NEVER};
+
+/// Most entries fired by the waker tokio calls, before it hands the rest to
+/// the driver task.
+const INLINE_BATCH: usize = 1024;
+/// Most entries the driver task fires before it yields to other tasks.
+const DRIVER_BATCH: usize = 1024;
+/// Wakers collected per lock hold (tokio uses 32 too).
+const WAKE_CHUNK: usize = 32;
+
+/// The outcome of asking the timer to file a sleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Filing {
+    /// Filed (or parked, for a deadline that never comes) under `key`;
+    /// `filed` is the tick it is filed under.
+    Filed { key: Key, filed: u64 },
+    /// Its deadline has already been reached.
+    Elapsed,
+    /// The timer has shut down.
+    Shutdown,
+}
+
+/// The timer's configuration, fixed at build time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) tick: Duration,
+    pub(crate) wheel_size: usize,
+}
+
+/// What the lock guards.
+#[derive(Debug)]
+struct State {
+    /// The entries; a value is the waker to wake when the entry fires, taken
+    /// when it does.
+    wheel: Wheel<Option<Waker>>,
+    /// The tick the driver will next run at (its sleep's deadline, or sooner
+    /// if it has been woken), or `None` if it waits for a registration.
+    armed: Option<u64>,
+    /// The driver task's waker.
+    driver: Option<Waker>,
+    /// Entries registered and neither fired nor removed.
+    pending: usize,
+    shutdown: bool,
+}
+
+/// The state one timer shares between its handles, sleeps and driver.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    deadlines: DeadlineTable,
+    ticks: Ticks,
+    config: Config,
+    /// `State::armed` for lock-free reads (`u64::MAX` when unarmed). Only a
+    /// hint: a registration uses it to skip reading the clock when its
+    /// deadline is later than something already pending.
+    armed_hint: AtomicU64,
+    is_shutdown: AtomicBool,
+}
+
+impl Shared {
+    /// Creates a timer's state and its driver future, which the caller must
+    /// spawn on a runtime.
+    pub(crate) fn new(config: Config) -> (Arc<Shared>, Driver) {
+        let now = Instant::now();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                wheel: Wheel::new(config.wheel_size),
+                armed: None,
+                driver: None,
+                pending: 0,
+                shutdown: false,
+            }),
+            deadlines: DeadlineTable::new(),
+            ticks: Ticks::new(now, config.tick),
+            config,
+            armed_hint: AtomicU64::new(u64::MAX),
+            is_shutdown: AtomicBool::new(false),
+        });
+        let wake = Waker::from(Arc::new(DriverWake {
+            shared: Arc::downgrade(&shared),
+        }));
+        let driver = Driver {
+            shared: shared.clone(),
+            sleep: Box::pin(tokio::time::sleep_until(now)),
+            wake,
+            sleeping_until: None,
+        };
+        (shared, driver)
+    }
+
+    pub(crate) fn config(&self) -> Config {
+        self.config
+    }
+
+    /// The timer's clock.
+    pub(crate) fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    pub(crate) fn ticks(&self) -> &Ticks {
+        &self.ticks
+    }
+
+    pub(crate) fn deadlines(&self) -> &DeadlineTable {
+        &self.deadlines
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.is_shutdown.load(Ordering::Acquire)
+    }
+
+    /// How many entries are registered and have neither fired nor been
+    /// removed.
+    pub(crate) fn pending(&self) -> usize {
+        lock(&self.state).pending
+    }
+
+    /// Whether `tick` has already been reached. Reads the clock only when
+    /// `tick` is no later than what the driver is armed for: a later one
+    /// cannot be due unless the driver is behind, and then it fires on the
+    /// driver's next turn anyway.
+    pub(crate) fn is_due_now(&self, tick: u64) -> bool {
+        tick <= self.armed_hint.load(Ordering::Relaxed)
+            && self.ticks.now_tick(self.now()) >= tick
+    }
+
+    /// Files a new entry due at `tick` that wakes `waker`.
+    pub(crate) fn register(&self, tick: u64, waker: &Waker) -> Filing {
+        let mut state = lock(&self.state);
+        if state.shutdown {
+            return Filing::Shutdown;
+        }
+        if tick <= state.wheel.elapsed() {
+            return Filing::Elapsed;
+        }
+        let (key, due_at) = state.wheel.insert(tick, Some(waker.clone()));
+        state.pending += 1;
+        self.deadlines.ensure(key);
+        self.deadlines.set(key, tick);
+        let driver = self.note_due_at(&mut state, due_at);
+        drop(state);
+        wake(driver);
+        Filing::Filed { key, filed: tick }
+    }
+
+    /// Files entry `key` again, at `tick`: the locked path of a reset (to an
+    /// earlier deadline, or after the entry fired). If `due_now`, the caller
+    /// found the deadline already reached and the entry is settled as fired.
+    /// An entry that fired lost its waker; `waker` (the one its owner last
+    /// registered) takes its place.
+    pub(crate) fn refile(&self, key: Key, tick: u64, due_now: bool, waker: Option<&Waker>) -> Filing {
+        let mut state = lock(&self.state);
+        if state.shutdown {
+            return Filing::Shutdown;
+        }
+        let old_waker = if self.deadlines.get(key) == FIRED {
+            state.pending += 1;
+            std::mem::replace(state.wheel.get_mut(key), waker.cloned())
+        } else {
+            None
+        };
+        let filing = if due_now || tick <= state.wheel.elapsed() {
+            state.pending -= 1;
+            state.wheel.unfile(key);
+            self.deadlines.set(key, FIRED);
+            drop(state);
+            Filing::Elapsed
+        } else if tick >= NEVER {
+            state.wheel.unfile(key);
+            self.deadlines.set(key, NEVER);
+            drop(state);
+            Filing::Filed { key, filed: NEVER }
+        } else {
+            let due_at = state.wheel.reset(key, tick);
+            self.deadlines.set(key, tick);
+            let driver = self.note_due_at(&mut state, due_at);
+            drop(state);
+            wake(driver);
+            Filing::Filed { key, filed: tick }
+        };
+        drop(old_waker);
+        filing
+    }
+
+    /// Makes `waker` the one entry `key` wakes. Returns `Elapsed` if the
+    /// entry fired meanwhile (the waker is then not stored).
+    pub(crate) fn update_waker(&self, key: Key, waker: &Waker) -> Filing {
+        let mut state = lock(&self.state);
+        if state.shutdown {
+            return Filing::Shutdown;
+        }
+        match self.deadlines.get(key) {
+            FIRED => Filing::Elapsed,
+            filed => {
+                let old = state.wheel.get_mut(key).replace(waker.clone());
+                drop(state);
+                drop(old);
+                Filing::Filed { key, filed }
+            }
+        }
+    }
+
+    /// Removes entry `key` for good (its sleep is being dropped).
+    pub(crate) fn deregister(&self, key: Key) {
+        let mut state = lock(&self.state);
+        if !state.shutdown && self.deadlines.get(key) != FIRED {
+            state.pending -= 1;
+        }
+        let waker = state.wheel.remove(key);
+        drop(state);
+        drop(waker);
+    }
+
+    /// Records that an entry will come out of the wheel at `due_at`; if that
+    /// is sooner than the driver is armed for, returns the driver's waker so
+    /// the caller wakes it (after releasing the lock).
+    fn note_due_at(&self, state: &mut State, due_at: u64) -> Option<Waker> {
+        if state.armed.is_some_and(|armed| armed <= due_at) {
+            return None;
+        }
+        self.set_armed(state, Some(due_at));
+        state.driver.clone()
+    }
+
+    fn set_armed(&self, state: &mut State, armed: Option<u64>) {
+        state.armed = armed;
+        self.armed_hint
+            .store(armed.unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Fires up to about `budget` due entries, waking their owners outside
+    /// the lock, then records the next due tick as what the driver is armed
+    /// for.
+    fn flush(&self, budget: usize) -> Flushed {
+        let now = self.ticks.now_tick(self.now());
+        let mut wakers: Vec<Waker> = Vec::with_capacity(WAKE_CHUNK);
+        let mut fired = 0;
+        loop {
+            let mut state = lock(&self.state);
+            if state.shutdown {
+                return Flushed::Shutdown;
+            }
+            let mut drained = false;
+            while wakers.len() < WAKE_CHUNK {
+                let Some(key) = state.wheel.poll(now) else {
+                    drained = true;
+                    break;
+                };
+                match self.deadlines.settle(key, now) {
+                    Due::Later(tick) => {
+                        state.wheel.reset(key, tick);
+                    }
+                    Due::Fire => {
+                        state.pending -= 1;
+                        wakers.extend(state.wheel.get_mut(key).take());
+                    }
+                }
+                fired += 1;
+            }
+            let next = if drained {
+                let next = state.wheel.next_expiration();
+                self.set_armed(&mut state, next);
+                Some(next)
+            } else {
+                None
+            };
+            drop(state);
+            wakers.drain(..).for_each(Waker::wake);
+            match next {
+                Some(next) => return Flushed::Until(next),
+                None if fired >= budget => return Flushed::More,
+                None => {}
+            }
+        }
+    }
+
+    /// Stores the driver task's waker. Returns `false` if the timer has shut
+    /// down (the driver should then finish).
+    fn set_driver_waker(&self, waker: &Waker) -> bool {
+        let mut state = lock(&self.state);
+        if state.shutdown {
+            return false;
+        }
+        if !state.driver.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            let old = state.driver.replace(waker.clone());
+            drop(state);
+            drop(old);
+        }
+        true
+    }
+
+    /// Wakes the driver task, if it is waiting.
+    fn wake_driver(&self) {
+        let driver = lock(&self.state).driver.clone();
+        wake(driver);
+    }
+
+    /// Stops the timer: nothing fires any more, every pending sleep's owner
+    /// is woken (its next poll reports the shutdown), and the driver ends.
+    /// Idempotent.
+    pub(crate) fn shutdown(&self) {
+        let mut state = lock(&self.state);
+        if state.shutdown {
+            return;
+        }
+        state.shutdown = true;
+        state.pending = 0;
+        self.is_shutdown.store(true, Ordering::Release);
+        let mut wakers = Vec::new();
+        for (key, waker) in state.wheel.iter_mut() {
+            if self.deadlines.get(key) != FIRED {
+                self.deadlines.set(key, SHUTDOWN);
+            }
+            wakers.extend(waker.take());
+        }
+        state.wheel.unfile_all();
+        self.set_armed(&mut state, None);
+        wakers.extend(state.driver.take());
+        drop(state);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// Wakes `waker`, if any. Never called with the lock held.
+fn wake(waker: Option<Waker>) {
+    if let Some(waker) = waker {
+        waker.wake();
+    }
+}
+
+/// What a flush left behind.
+#[derive(Debug, PartialEq, Eq)]
+enum Flushed {
+    /// Everything due has fired; the next entry comes due at this tick.
+    Until(Option<u64>),
+    /// The budget ran out with more entries due.
+    More,
+    Shutdown,
+}
+
+/// The waker the driver polls its tokio sleep with: when tokio fires the
+/// sleep, this flushes due entries at once, then lets the driver task re-arm.
+#[derive(Debug)]
+struct DriverWake {
+    shared: Weak<Shared>,
+}
+
+impl Wake for DriverWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.flush(INLINE_BATCH);
+            shared.wake_driver();
+        }
+    }
+}
+
+/// The driver task of one timer.
+///
+/// Dropping it (the runtime shutting down, for instance) shuts the timer
+/// down.
+#[derive(Debug)]
+pub(crate) struct Driver {
+    shared: Arc<Shared>,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    wake: Waker,
+    sleeping_until: Option<u64>,
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.shared.set_driver_waker(cx.waker()) {
+            return Poll::Ready(());
+        }
+        loop {
+            let next = match self.shared.flush(DRIVER_BATCH) {
+                Flushed::Shutdown => return Poll::Ready(()),
+                Flushed::More => {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                Flushed::Until(next) => next,
+            };
+            let Some(at) = next.and_then(|tick| self.shared.ticks.instant_of(tick)) else {
+                // Nothing is due, ever: wait for a registration to wake us.
+                return Poll::Pending;
+            };
+            let this = &mut *self;
+            if this.sleeping_until != next {
+                this.sleep.as_mut().reset(at);
+                this.sleeping_until = next;
+            }
+            let mut inline = Context::from_waker(&this.wake);
+            if this.sleep.as_mut().poll(&mut inline).is_pending() {
+                return Poll::Pending;
+            }
+            // Already due (time moved while we flushed): go round again.
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.shared.shutdown();
+    }
+}

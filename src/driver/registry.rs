@@ -1,0 +1,77 @@
+//! The default timer of each tokio runtime, created on first use.
+//!
+//! The free functions (`sleep`, `timeout`, ...) need a timer without any
+//! set-up, as tokio's do. The first call inside a runtime builds a timer with
+//! the default configuration and spawns its driver on that runtime; later
+//! calls find it again by the runtime's id. A per-thread cache makes the
+//! common case one thread-local read and one `Arc` clone.
+//!
+//! A default timer lives as long as its driver task: when the runtime shuts
+//! down the task is dropped, which shuts the timer down, and the next lookup
+//! for a runtime with the same id (tokio reuses ids) builds a fresh one.
+
+use std::cell::RefCell;
+
+use tokio::runtime::{Handle as RuntimeHandle, Id as RuntimeId};
+
+use super::{Config, Shared};
+use crate::sync::{lock, Arc, Mutex, Weak};
+use crate::Handle;
+
+static DEFAULTS: Mutex<Vec<(RuntimeId, Weak<Shared>)>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static CACHED: RefCell<Option<(RuntimeId, Handle)>> = const { RefCell::new(None) };
+}
+
+/// The default timer of the runtime this thread is in.
+///
+/// # Panics
+///
+/// Outside a tokio runtime.
+#[track_caller]
+pub(crate) fn current() -> Handle {
+    let runtime = match RuntimeHandle::try_current() {
+        Ok(runtime) => runtime,
+        Err(_) => panic!(
+            "tiered-timer: there is no timer running; this must be called from the \
+             context of a Tokio 1.x runtime (or use a `Handle` of an explicit `Timer`)"
+        ),
+    };
+    let id = runtime.id();
+    let cached = CACHED
+        .try_with(|cached| match &*cached.borrow() {
+            Some((cached_id, handle)) if *cached_id == id && !handle.shared.is_shutdown() => {
+                Some(handle.clone())
+            }
+            _ => None,
+        })
+        .ok()
+        .flatten();
+    if let Some(handle) = cached {
+        return handle;
+    }
+    let handle = find_or_start(&runtime, id);
+    let _ = CACHED.try_with(|cached| *cached.borrow_mut() = Some((id, handle.clone())));
+    handle
+}
+
+fn find_or_start(runtime: &RuntimeHandle, id: RuntimeId) -> Handle {
+    let mut defaults = lock(&DEFAULTS);
+    // Forget timers whose runtime has gone (their driver shut them down).
+    defaults.retain(|(_, shared)| shared.upgrade().is_some_and(|s| !s.is_shutdown()));
+    if let Some(shared) = defaults
+        .iter()
+        .find(|(default_id, _)| *default_id == id)
+        .and_then(|(_, shared)| shared.upgrade())
+    {
+        return Handle { shared };
+    }
+    let (shared, driver) = Shared::new(Config::default());
+    defaults.push((id, Arc::downgrade(&shared)));
+    drop(defaults);
+    // Spawning onto a runtime that is shutting down drops the driver at
+    // once, which shuts the new timer down: its sleeps then say so.
+    drop(runtime.spawn(driver));
+    Handle { shared }
+}

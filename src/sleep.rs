@@ -1,0 +1,335 @@
+//! [`Sleep`], the future behind `sleep`, `sleep_until`, timeouts and
+//! intervals.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll, Waker};
+use std::time::Duration;
+
+use crate::driver::deadlines::{FIRED, SHUTDOWN};
+use crate::driver::ticks::NEVER;
+use crate::driver::Filing;
+use crate::wheel::Key;
+use crate::{Handle, Instant};
+
+/// Waits until `duration` has elapsed.
+///
+/// Equivalent to `sleep_until(Instant::now() + duration)`: the sleep
+/// completes at the first tick of the timer (1 ms for the default timer) at
+/// or after that deadline, never before it. No work is done while waiting.
+/// A `duration` too large for an `Instant` (such as [`Duration::MAX`]) never
+/// completes, and costs no place in the wheel.
+///
+/// Uses the current runtime's default timer. The future is [`Unpin`], so it
+/// can be used in `select!` loops without pinning.
+///
+/// # Panics
+///
+/// Outside a tokio runtime.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tiered_timer::sleep;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// sleep(Duration::from_millis(100)).await;
+/// println!("100 ms have elapsed");
+/// # }
+/// ```
+#[track_caller]
+pub fn sleep(duration: Duration) -> Sleep {
+    Handle::current().sleep(duration)
+}
+
+/// Waits until `deadline` is reached.
+///
+/// Completes at the first tick of the timer at or after `deadline`, never
+/// before it; a deadline already passed completes on the first poll. Uses
+/// the current runtime's default timer.
+///
+/// # Panics
+///
+/// Outside a tokio runtime.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tiered_timer::{sleep_until, Instant};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let deadline = Instant::now() + Duration::from_millis(100);
+/// sleep_until(deadline).await;
+/// assert!(Instant::now() >= deadline);
+/// # }
+/// ```
+#[track_caller]
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Handle::current().sleep_until(deadline)
+}
+
+/// A future that completes at a deadline; returned by [`sleep`] and
+/// [`sleep_until`].
+///
+/// It registers with its timer on the first poll (dropping one that was
+/// never polled touches nothing shared), and dropping it cancels it in O(1).
+/// Resetting it to a later deadline takes no lock; resetting it earlier, or
+/// after it completed, files it again.
+///
+/// Unlike tokio's `Sleep` it is [`Unpin`]: its timer entry lives in the
+/// timer's slab, not in the future.
+///
+/// # Panics
+///
+/// Polling panics if the timer has shut down (its [`Timer`](crate::Timer)
+/// was dropped, or the runtime running its driver shut down) before the
+/// deadline: the sleep could otherwise never complete.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tiered_timer::{sleep, Instant};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut sleep = sleep(Duration::from_millis(10));
+/// tokio::select! {
+///     _ = &mut sleep => println!("timed out"),
+///     _ = std::future::ready(()) => println!("ready first"),
+/// }
+/// // Unpin: extend it in place, no `Box::pin` needed.
+/// std::pin::Pin::new(&mut sleep).reset(Instant::now() + Duration::from_millis(20));
+/// sleep.await;
+/// # }
+/// ```
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Sleep {
+    pub(crate) handle: Handle,
+    deadline: Instant,
+    /// `deadline` as a tick of the timer (`NEVER` if it never comes).
+    tick: u64,
+    /// The timer entry, once registered.
+    entry: Option<Entry>,
+    /// The waker the entry holds, kept to skip the lock when re-polled by
+    /// the same task. Only meaningful while the entry has not fired.
+    waker: Option<Waker>,
+    /// Seen complete; stays so until reset.
+    elapsed: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    key: Key,
+    /// The tick the entry is filed under: a reset to this or later can be
+    /// recorded without the lock.
+    filed: u64,
+}
+
+impl Sleep {
+    pub(crate) fn new(handle: Handle, deadline: Instant) -> Sleep {
+        let tick = handle.shared.ticks().deadline_tick(deadline);
+        Sleep::with_tick(handle, deadline, tick)
+    }
+
+    /// A sleep that never completes (its deadline overflowed `Instant`);
+    /// `deadline` is what [`Sleep::deadline`] reports.
+    pub(crate) fn never(handle: Handle, deadline: Instant) -> Sleep {
+        Sleep::with_tick(handle, deadline, NEVER)
+    }
+
+    fn with_tick(handle: Handle, deadline: Instant, tick: u64) -> Sleep {
+        Sleep {
+            handle,
+            deadline,
+            tick,
+            entry: None,
+            waker: None,
+            elapsed: false,
+        }
+    }
+
+    /// Returns the instant at which the sleep completes (rounded up to the
+    /// timer's tick when it fires).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::{sleep_until, Instant};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(sleep_until(deadline).deadline(), deadline);
+    /// # }
+    /// ```
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Returns `true` if the sleep has completed: it has fired, or a poll
+    /// found its deadline passed. A sleep that was never polled reports
+    /// `false`, as tokio's does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::sleep;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut sleep = sleep(Duration::from_millis(5));
+    /// assert!(!sleep.is_elapsed());
+    /// (&mut sleep).await;
+    /// assert!(sleep.is_elapsed());
+    /// # }
+    /// ```
+    pub fn is_elapsed(&self) -> bool {
+        self.elapsed
+            || self
+                .entry
+                .is_some_and(|entry| self.handle.shared.deadlines().get(entry.key) == FIRED)
+    }
+
+    /// Resets the sleep to a new deadline, whether or not it has completed.
+    ///
+    /// A later deadline is recorded with one atomic operation, no lock; the
+    /// timer moves the entry when its old bucket comes due. An earlier one
+    /// moves it at once. A deadline already passed makes the next poll
+    /// complete. The waker last registered stays registered.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::{sleep, Instant};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut sleep = Box::pin(sleep(Duration::from_millis(10)));
+    /// let later = Instant::now() + Duration::from_millis(50);
+    /// sleep.as_mut().reset(later);
+    /// sleep.await;
+    /// assert!(Instant::now() >= later);
+    /// # }
+    /// ```
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let this = self.get_mut();
+        let tick = this.handle.shared.ticks().deadline_tick(deadline);
+        this.reset_to_tick(deadline, tick);
+    }
+
+    /// Resets to a deadline that never comes (reporting `deadline`).
+    pub(crate) fn reset_never(&mut self, deadline: Instant) {
+        self.reset_to_tick(deadline, NEVER);
+    }
+
+    fn reset_to_tick(&mut self, deadline: Instant, tick: u64) {
+        self.deadline = deadline;
+        self.tick = tick;
+        self.elapsed = false;
+        let Some(entry) = self.entry else {
+            // Not registered yet: the first poll files it.
+            return;
+        };
+        let shared = &self.handle.shared;
+        if tick < NEVER && tick >= entry.filed && shared.deadlines().try_extend(entry.key, tick) {
+            return;
+        }
+        let due_now = tick < NEVER && shared.is_due_now(tick);
+        let filing = shared.refile(entry.key, tick, due_now, self.waker.as_ref());
+        self.apply(filing);
+    }
+
+    /// Polls without spending tokio's cooperative budget.
+    pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.elapsed {
+            return Poll::Ready(());
+        }
+        let shared = &self.handle.shared;
+        let filing = match self.entry {
+            None if self.tick >= NEVER => {
+                if shared.is_shutdown() {
+                    shutdown_panic();
+                }
+                return Poll::Pending;
+            }
+            None if shared.is_due_now(self.tick) => Filing::Elapsed,
+            None => shared.register(self.tick, cx.waker()),
+            Some(entry) => match shared.deadlines().get(entry.key) {
+                FIRED => Filing::Elapsed,
+                SHUTDOWN => Filing::Shutdown,
+                _ if self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) => {
+                    return Poll::Pending;
+                }
+                _ => shared.update_waker(entry.key, cx.waker()),
+            },
+        };
+        if matches!(filing, Filing::Filed { .. }) {
+            self.waker = Some(cx.waker().clone());
+        }
+        self.apply(filing);
+        if self.elapsed {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn apply(&mut self, filing: Filing) {
+        match filing {
+            Filing::Filed { key, filed } => self.entry = Some(Entry { key, filed }),
+            Filing::Elapsed => self.elapsed = true,
+            Filing::Shutdown => shutdown_panic(),
+        }
+    }
+}
+
+#[cold]
+#[track_caller]
+fn shutdown_panic() -> ! {
+    panic!(
+        "tiered-timer: this sleep's timer has shut down (its `Timer` was dropped, or the \
+         runtime running its driver shut down), so it can never complete"
+    )
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Take part in tokio's cooperative scheduling, as tokio's own timer
+        // does, so a busy `select!` loop cannot starve its neighbours.
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        let poll = self.poll_elapsed(cx);
+        if poll.is_ready() {
+            coop.made_progress();
+        }
+        poll
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(entry) = self.entry {
+            self.handle.shared.deregister(entry.key);
+        }
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("registered", &self.entry.is_some())
+            .field("is_elapsed", &self.is_elapsed())
+            .finish()
+    }
+}

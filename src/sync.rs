@@ -1,0 +1,18 @@
+//! The one place the crate takes its synchronization primitives from.
+//!
+//! Everything shared between threads (the timer's mutex, the per-timer
+//! deadline words, the flags) is imported from here, so that a loom build
+//! (`RUSTFLAGS="--cfg loom"`) can swap in loom's checked versions without
+//! touching the code it checks.
+
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+/// Locks `mutex`, ignoring poisoning.
+///
+/// No code that can panic on user input runs while the timer's lock is held
+/// (wakers are woken and dropped after it is released), so a poisoned lock
+/// still guards consistent data.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,349 @@
+//! `sleep` and `sleep_until`, in the style of tokio's own `time_sleep` tests:
+//! paused time, exact instants, both runtime flavours.
+
+mod support;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use support::ms;
+use tiered_timer::{sleep, sleep_until, Handle, Instant, Sleep};
+use tokio::time;
+use tokio_test::{assert_pending, assert_ready, task};
+
+fn poll_once(sleep: &mut Sleep) -> Poll<()> {
+    Pin::new(sleep).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn immediate_sleep_is_ready_at_once() {
+    let now = Instant::now();
+    let mut sleep = task::spawn(sleep_until(now));
+    assert_ready!(sleep.poll());
+    assert_elapsed!(now, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_deadline_is_ready_on_first_poll() {
+    time::advance(ms(100)).await;
+    let mut sleep = task::spawn(sleep_until(Instant::now() - ms(50)));
+    assert_ready!(sleep.poll());
+    assert!(sleep.is_elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_sleep_fires_exactly_at_deadline() {
+    for delay in [1, 10, 63, 64, 65, 4095, 4096, 60_000] {
+        let now = Instant::now();
+        sleep_until(now + ms(delay)).await;
+        assert_elapsed!(now, delay);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn sub_millisecond_sleep_rounds_up_to_the_tick() {
+    let now = Instant::now();
+    sleep(Duration::from_nanos(1)).await;
+    assert_elapsed!(now, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn advance_wakes_due_sleeps_before_returning() {
+    let now = Instant::now();
+    let mut sleep = task::spawn(sleep_until(now + ms(10)));
+    assert_pending!(sleep.poll());
+
+    time::advance(ms(9)).await;
+    assert!(!sleep.is_woken(), "woken 1 ms early");
+    assert_pending!(sleep.poll());
+
+    time::advance(ms(1)).await;
+    assert!(sleep.is_woken(), "not woken when advance returned");
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn advance_past_many_levels_wakes_everything_due() {
+    let now = Instant::now();
+    let mut sleeps: Vec<_> = [5u64, 70, 4_100, 300_000, 20_000_000]
+        .into_iter()
+        .map(|d| (d, task::spawn(sleep_until(now + ms(d)))))
+        .collect();
+    for (_, sleep) in &mut sleeps {
+        assert_pending!(sleep.poll());
+    }
+    time::advance(ms(300_000)).await;
+    for (delay, sleep) in &mut sleeps {
+        if *delay <= 300_000 {
+            assert!(sleep.is_woken(), "{delay} ms sleep not woken");
+            assert_ready!(sleep.poll());
+        } else {
+            assert!(!sleep.is_woken());
+            assert_pending!(sleep.poll());
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_advance_jumps_to_the_next_due_timer() {
+    let now = Instant::now();
+    sleep(Duration::from_secs(3600)).await;
+    assert_elapsed!(now, 3_600_000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_later_before_fire_does_not_wake_early() {
+    let now = Instant::now();
+    let mut sleep = task::spawn(sleep_until(now + ms(100)));
+    assert_pending!(sleep.poll());
+    sleep.enter(|_, sleep| sleep.reset(now + ms(200)));
+
+    time::advance(ms(150)).await;
+    assert!(!sleep.is_woken(), "the old deadline must not wake the task");
+    assert_pending!(sleep.poll());
+
+    time::advance(ms(50)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert_eq!(sleep.deadline(), now + ms(200));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_earlier_before_fire() {
+    let now = Instant::now();
+    let mut sleep = task::spawn(sleep_until(now + ms(5_000)));
+    assert_pending!(sleep.poll());
+    sleep.enter(|_, sleep| sleep.reset(now + ms(10)));
+    time::advance(ms(10)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_to_the_past_is_ready_at_once() {
+    let now = Instant::now();
+    let mut sleep = task::spawn(sleep_until(now + ms(100)));
+    assert_pending!(sleep.poll());
+    time::advance(ms(10)).await;
+    sleep.enter(|_, sleep| sleep.reset(now));
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_after_fire_sleeps_again() {
+    let now = Instant::now();
+    let mut sleep = task::spawn(sleep_until(now + ms(10)));
+    assert_pending!(sleep.poll());
+    time::advance(ms(10)).await;
+    assert_ready!(sleep.poll());
+
+    sleep.enter(|_, sleep| sleep.reset(now + ms(30)));
+    assert!(!sleep.is_elapsed());
+    assert_pending!(sleep.poll());
+    time::advance(ms(19)).await;
+    assert!(!sleep.is_woken());
+    time::advance(ms(1)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_fired_but_unobserved_sleep_wakes_again() {
+    // The entry fires (its waker is taken), the owner never sees it, then
+    // resets: the new deadline must wake the same task.
+    let now = Instant::now();
+    let mut sleep = task::spawn(sleep_until(now + ms(10)));
+    assert_pending!(sleep.poll());
+    time::advance(ms(10)).await;
+    assert!(sleep.is_woken());
+    sleep.enter(|_, sleep| sleep.reset(now + ms(40)));
+    time::advance(ms(30)).await;
+    assert!(sleep.is_woken(), "reset after an unobserved fire lost its waker");
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_unpolled_sleep() {
+    let now = Instant::now();
+    let mut sleep = Box::pin(sleep_until(now + ms(10)));
+    sleep.as_mut().reset(now + ms(20));
+    sleep.await;
+    assert_elapsed!(now, 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_resets_later_then_fire_once() {
+    let now = Instant::now();
+    let mut sleep = task::spawn(sleep_until(now + ms(10)));
+    assert_pending!(sleep.poll());
+    for i in 1..=50 {
+        time::advance(ms(5)).await;
+        assert!(!sleep.is_woken(), "woken at reset {i}");
+        sleep.enter(|_, sleep| sleep.reset(Instant::now() + ms(10)));
+        assert_pending!(sleep.poll());
+    }
+    time::advance(ms(10)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert_elapsed!(now, 260);
+}
+
+#[tokio::test(start_paused = true)]
+async fn duration_max_never_fires() {
+    let mut sleep = task::spawn(sleep(Duration::MAX));
+    assert_pending!(sleep.poll());
+    time::advance(Duration::from_secs(86_400 * 365 * 100)).await;
+    assert!(!sleep.is_woken());
+    assert_pending!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn far_future_instant_is_accepted() {
+    let now = Instant::now();
+    let far = now + Duration::from_secs(86_400 * 365 * 1_000);
+    let mut sleep = task::spawn(sleep_until(far));
+    assert_pending!(sleep.poll());
+    time::advance(Duration::from_secs(86_400 * 365 * 999)).await;
+    assert_pending!(sleep.poll());
+    time::advance(far - Instant::now()).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_unpolled_sleep_touches_nothing() {
+    let handle = Handle::current();
+    let sleep = sleep(ms(10));
+    assert_eq!(handle.pending(), 0);
+    drop(sleep);
+    assert_eq!(handle.pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn drop_cancels_and_pending_follows() {
+    let handle = Handle::current();
+    let mut sleeps: Vec<Sleep> = (1..=100).map(|i| sleep(ms(i))).collect();
+    for sleep in &mut sleeps {
+        assert!(poll_once(sleep).is_pending());
+    }
+    assert_eq!(handle.pending(), 100);
+    sleeps.truncate(40);
+    assert_eq!(handle.pending(), 40);
+    time::advance(ms(20)).await;
+    assert_eq!(handle.pending(), 20, "20 fired, 20 left");
+    drop(sleeps);
+    assert_eq!(handle.pending(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sleep_is_unpin_and_usable_in_select_loops() {
+    fn assert_unpin<T: Unpin + Send + Sync>(_: &T) {}
+    let mut sleep = sleep(ms(50));
+    assert_unpin(&sleep);
+    let mut ticks = 0;
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut sleep => break,
+            _ = time::sleep(ms(10)) => ticks += 1,
+        }
+    }
+    assert_eq!(ticks, 4, "tokio's 10 ms sleeps at 10..40 ms, ours at 50 ms");
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_thousand_simultaneous_sleeps_all_wake() {
+    let deadline = Instant::now() + ms(1_000);
+    let tasks: Vec<_> = (0..10_000)
+        .map(|_| tokio::spawn(async move { sleep_until(deadline).await; Instant::now() }))
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), deadline);
+    }
+}
+
+/// Counts its wakes.
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_large_flush_yields_to_other_tasks_between_batches() {
+    const SLEEPS: usize = 5_000;
+    let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(counter.clone());
+    let deadline = Instant::now() + ms(10);
+    let mut sleeps: Vec<Sleep> = (0..SLEEPS).map(|_| sleep_until(deadline)).collect();
+    // Unconstrained: so many polls in one turn would exhaust tokio's budget.
+    tokio::task::unconstrained(async {
+        for sleep in &mut sleeps {
+            assert!(Pin::new(sleep).poll(&mut Context::from_waker(&waker)).is_pending());
+        }
+    })
+    .await;
+    // A task that runs whenever the scheduler lets it, noting progress.
+    let seen = {
+        let counter = counter.clone();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let woken = counter.0.load(Ordering::SeqCst);
+                seen.push(woken);
+                if woken == SLEEPS {
+                    return seen;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    time::advance(ms(10)).await;
+    let seen = seen.await.unwrap();
+    assert!(
+        seen.iter().any(|&woken| 0 < woken && woken < SLEEPS),
+        "another task never ran while {SLEEPS} sleeps were flushed: {seen:?}"
+    );
+    assert!(sleeps.iter().all(Sleep::is_elapsed));
+    tokio::task::yield_now().await;
+    assert_eq!(counter.0.load(Ordering::SeqCst), SLEEPS, "each sleep woken exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_thread_real_time_never_early() {
+    let tasks: Vec<_> = (0..200u64)
+        .map(|i| {
+            tokio::spawn(async move {
+                let delay = ms(i % 25);
+                let start = Instant::now();
+                sleep(delay).await;
+                (delay, start.elapsed())
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (delay, elapsed) = task.await.unwrap();
+        assert!(elapsed >= delay, "slept {elapsed:?}, asked {delay:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_thread_reset_from_another_task() {
+    let mut sleep = sleep(Duration::from_secs(3600));
+    let start = Instant::now();
+    std::pin::Pin::new(&mut sleep).reset(start + ms(20));
+    tokio::spawn(async move { sleep.await }).await.unwrap();
+    assert!(start.elapsed() >= ms(20));
+}
+
+#[test]
+#[should_panic(expected = "must be called from the context of a Tokio 1.x runtime")]
+fn sleep_outside_runtime_panics() {
+    let _ = sleep(ms(1));
+}
