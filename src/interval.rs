@@ -200,7 +200,8 @@ impl Interval {
         let now = self.delay_handle_now();
         let late = now.checked_duration_since(timeout);
         let next = if late.is_some_and(|late| late > MISSED_AFTER) {
-            self.missed_tick_behavior.next_timeout(timeout, now, self.period)
+            self.missed_tick_behavior
+                .next_timeout(timeout, now, self.period)
         } else {
             timeout.checked_add(self.period)
         };

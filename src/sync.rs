@@ -14,5 +14,7 @@ pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 /// (wakers are woken and dropped after it is released), so a poisoned lock
 /// still guards consistent data.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

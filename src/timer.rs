@@ -130,7 +130,9 @@ impl Drop for Timer {
 
 impl fmt::Debug for Timer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Timer").field("handle", &self.handle).finish()
+        f.debug_struct("Timer")
+            .field("handle", &self.handle)
+            .finish()
     }
 }
 

@@ -162,7 +162,10 @@ async fn reset_fired_but_unobserved_sleep_wakes_again() {
     assert!(sleep.is_woken());
     sleep.enter(|_, sleep| sleep.reset(now + ms(40)));
     time::advance(ms(30)).await;
-    assert!(sleep.is_woken(), "reset after an unobserved fire lost its waker");
+    assert!(
+        sleep.is_woken(),
+        "reset after an unobserved fire lost its waker"
+    );
     assert_ready!(sleep.poll());
 }
 
@@ -259,7 +262,12 @@ async fn sleep_is_unpin_and_usable_in_select_loops() {
 async fn ten_thousand_simultaneous_sleeps_all_wake() {
     let deadline = Instant::now() + ms(1_000);
     let tasks: Vec<_> = (0..10_000)
-        .map(|_| tokio::spawn(async move { sleep_until(deadline).await; Instant::now() }))
+        .map(|_| {
+            tokio::spawn(async move {
+                sleep_until(deadline).await;
+                Instant::now()
+            })
+        })
         .collect();
     for task in tasks {
         assert_eq!(task.await.unwrap(), deadline);
@@ -285,7 +293,9 @@ async fn a_large_flush_yields_to_other_tasks_between_batches() {
     // Unconstrained: so many polls in one turn would exhaust tokio's budget.
     tokio::task::unconstrained(async {
         for sleep in &mut sleeps {
-            assert!(Pin::new(sleep).poll(&mut Context::from_waker(&waker)).is_pending());
+            assert!(Pin::new(sleep)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
         }
     })
     .await;
@@ -312,7 +322,11 @@ async fn a_large_flush_yields_to_other_tasks_between_batches() {
     );
     assert!(sleeps.iter().all(Sleep::is_elapsed));
     tokio::task::yield_now().await;
-    assert_eq!(counter.0.load(Ordering::SeqCst), SLEEPS, "each sleep woken exactly once");
+    assert_eq!(
+        counter.0.load(Ordering::SeqCst),
+        SLEEPS,
+        "each sleep woken exactly once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -338,12 +352,12 @@ async fn multi_thread_reset_from_another_task() {
     let mut sleep = sleep(Duration::from_secs(3600));
     let start = Instant::now();
     std::pin::Pin::new(&mut sleep).reset(start + ms(20));
-    tokio::spawn(async move { sleep.await }).await.unwrap();
+    tokio::spawn(sleep).await.unwrap();
     assert!(start.elapsed() >= ms(20));
 }
 
 #[test]
 #[should_panic(expected = "must be called from the context of a Tokio 1.x runtime")]
 fn sleep_outside_runtime_panics() {
-    let _ = sleep(ms(1));
+    drop(sleep(ms(1)));
 }

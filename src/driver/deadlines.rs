@@ -71,7 +71,9 @@ impl DeadlineTable {
     /// If `ensure(key)` never ran: a bug in this crate.
     pub(crate) fn word(&self, key: usize) -> &AtomicU64 {
         let (chunk, index) = locate(key);
-        &self.chunks[chunk].get().expect("deadline word used before ensure")[index]
+        &self.chunks[chunk]
+            .get()
+            .expect("deadline word used before ensure")[index]
     }
 
     /// Stores `value` for `key`. Timer lock held.
@@ -126,7 +128,8 @@ impl DeadlineTable {
 /// Chunk and index of `key`: chunk `c` starts at key `FIRST_CHUNK * (2^c - 1)`.
 fn locate(key: usize) -> (usize, usize) {
     let biased = key + FIRST_CHUNK;
-    let chunk = (usize::BITS - 1 - biased.leading_zeros()) as usize - FIRST_CHUNK.trailing_zeros() as usize;
+    let chunk =
+        (usize::BITS - 1 - biased.leading_zeros()) as usize - FIRST_CHUNK.trailing_zeros() as usize;
     (chunk, biased - (FIRST_CHUNK << chunk))
 }
 
@@ -158,7 +161,10 @@ mod tests {
         assert_eq!(table.settle(5, 15), Due::Later(20));
         assert_eq!(table.settle(5, 20), Due::Fire);
         assert_eq!(table.get(5), FIRED);
-        assert!(!table.try_extend(5, 30), "a fired entry needs the locked path");
+        assert!(
+            !table.try_extend(5, 30),
+            "a fired entry needs the locked path"
+        );
         table.set(5, SHUTDOWN);
         assert!(!table.try_extend(5, 30));
     }

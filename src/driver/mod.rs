@@ -166,8 +166,7 @@ impl Shared {
     /// cannot be due unless the driver is behind, and then it fires on the
     /// driver's next turn anyway.
     pub(crate) fn is_due_now(&self, tick: u64) -> bool {
-        tick <= self.armed_hint.load(Ordering::Relaxed)
-            && self.ticks.now_tick(self.now()) >= tick
+        tick <= self.armed_hint.load(Ordering::Relaxed) && self.ticks.now_tick(self.now()) >= tick
     }
 
     /// Files a new entry due at `tick` that wakes `waker`.
@@ -194,7 +193,13 @@ impl Shared {
     /// found the deadline already reached and the entry is settled as fired.
     /// An entry that fired lost its waker; `waker` (the one its owner last
     /// registered) takes its place.
-    pub(crate) fn refile(&self, key: Key, tick: u64, due_now: bool, waker: Option<&Waker>) -> Filing {
+    pub(crate) fn refile(
+        &self,
+        key: Key,
+        tick: u64,
+        due_now: bool,
+        waker: Option<&Waker>,
+    ) -> Filing {
         let mut state = lock(&self.state);
         if state.shutdown {
             return Filing::Shutdown;

@@ -89,7 +89,10 @@ mod tests {
             assert!(fires_at >= deadline, "tick {tick} fires before {offset} ns");
             assert!(fires_at - deadline < Duration::from_micros(1_500));
             assert_eq!(ticks.now_tick(fires_at), tick);
-            assert_eq!(ticks.now_tick(fires_at - Duration::from_nanos(1)), tick.saturating_sub(1));
+            assert_eq!(
+                ticks.now_tick(fires_at - Duration::from_nanos(1)),
+                tick.saturating_sub(1)
+            );
         }
     }
 

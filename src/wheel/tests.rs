@@ -17,12 +17,19 @@ fn fire(wheel: &mut Wheel<u32>, now: u64) -> Vec<u32> {
 
 /// Advances tick by tick from the wheel's time to `until`, checking that no
 /// value fires before its deadline, and returns `(value, tick)` pairs.
-fn run_until(wheel: &mut Wheel<u32>, deadlines: &BTreeMap<u32, u64>, until: u64) -> Vec<(u32, u64)> {
+fn run_until(
+    wheel: &mut Wheel<u32>,
+    deadlines: &BTreeMap<u32, u64>,
+    until: u64,
+) -> Vec<(u32, u64)> {
     let mut out = Vec::new();
     let mut now = wheel.elapsed();
     while now <= until {
         for value in fire(wheel, now) {
-            assert!(deadlines[&value] <= now, "value {value} fired early at {now}");
+            assert!(
+                deadlines[&value] <= now,
+                "value {value} fired early at {now}"
+            );
             out.push((value, now));
         }
         now += 1;
@@ -77,7 +84,10 @@ fn overflow_bucket_reinserts_downward_without_firing_early() {
     // Level 2 (ticks of 4096): the bucket starts at 4096.
     assert_eq!(due_at, 4096);
     assert_eq!(wheel.next_expiration(), Some(4096));
-    assert!(fire(&mut wheel, 4096).is_empty(), "a coarse bucket only reinserts");
+    assert!(
+        fire(&mut wheel, 4096).is_empty(),
+        "a coarse bucket only reinserts"
+    );
     assert!(wheel.is_filed(key));
     // Now in level 1 (ticks of 64): 5000 - 5000 % 64 = 4992.
     assert_eq!(wheel.next_expiration(), Some(4992));
@@ -145,7 +155,9 @@ fn unfiled_entries_never_come_due() {
 #[test]
 fn unfile_all_keeps_keys_valid() {
     let mut wheel = Wheel::new(2);
-    let keys: Vec<Key> = (0..50).map(|i| wheel.insert(i * 37 + 1, i as u32).0).collect();
+    let keys: Vec<Key> = (0..50)
+        .map(|i| wheel.insert(i * 37 + 1, i as u32).0)
+        .collect();
     wheel.unfile_all();
     assert_eq!(wheel.next_expiration(), None);
     assert_eq!(wheel.poll(u64::MAX), None);
@@ -184,7 +196,10 @@ fn kafka_small_wheel_runs_every_task_once() {
     let fired = run_until(&mut wheel, &deadlines, 600);
     assert_eq!(fired.len(), deadlines.len());
     for (value, at) in fired {
-        assert_eq!(deadlines[&value], at, "value {value} must fire exactly at its tick");
+        assert_eq!(
+            deadlines[&value], at,
+            "value {value} must fire exactly at its tick"
+        );
     }
     assert_eq!(wheel.len(), 0);
 }

@@ -13,6 +13,12 @@ pub fn ms(n: u64) -> Duration {
 macro_rules! assert_elapsed {
     ($start:expr, $ms:expr) => {{
         let elapsed = $start.elapsed();
-        assert_eq!(elapsed, $crate::support::ms($ms), "elapsed {:?}, expected {} ms", elapsed, $ms);
+        assert_eq!(
+            elapsed,
+            $crate::support::ms($ms),
+            "elapsed {:?}, expected {} ms",
+            elapsed,
+            $ms
+        );
     }};
 }

@@ -1,0 +1,203 @@
+//! `interval` and `interval_at`, in the style of tokio's `time_interval`
+//! tests: exact schedules under paused time for each missed-tick behaviour.
+
+mod support;
+
+use std::future::poll_fn;
+use std::task::Poll;
+use std::time::Duration;
+
+use support::ms;
+use tiered_timer::{interval, interval_at, Instant, Interval, MissedTickBehavior};
+use tokio::time;
+use tokio_test::{assert_pending, task};
+
+/// Polls the interval's next tick once.
+fn poll_next(i: &mut task::Spawn<Interval>) -> Poll<Instant> {
+    i.enter(|cx, mut i| i.poll_tick(cx))
+}
+
+/// Asserts that the interval ticks now, for the tick scheduled at
+/// `start + ms(offset)`.
+macro_rules! assert_tick {
+    ($i:expr, $start:expr, $offset:expr) => {{
+        match poll_next(&mut $i) {
+            Poll::Ready(at) => assert_eq!(at, $start + ms($offset), "tick at the wrong instant"),
+            Poll::Pending => panic!("expected the tick for {} ms", $offset),
+        }
+    }};
+}
+
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "`period` must be non-zero.")]
+async fn zero_period_panics() {
+    let _ = interval(Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "`period` must be non-zero.")]
+async fn zero_period_interval_at_panics() {
+    let _ = interval_at(Instant::now(), Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_tick_is_immediate_then_every_period() {
+    let start = Instant::now();
+    let mut i = task::spawn(interval(ms(300)));
+    assert_tick!(i, start, 0);
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(299)).await;
+    assert!(!i.is_woken());
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(1)).await;
+    assert!(i.is_woken());
+    assert_tick!(i, start, 300);
+    assert_pending!(poll_next(&mut i));
+}
+
+/// The shared part of the missed-tick scenarios: ticks at 0 and 300, then
+/// the task wakes up at 950, late for the tick at 600.
+async fn late_at_950(behavior: MissedTickBehavior) -> (Instant, task::Spawn<Interval>) {
+    let start = Instant::now();
+    let mut i = task::spawn(interval_at(start, ms(300)));
+    i.enter(|_, mut i| i.set_missed_tick_behavior(behavior));
+    assert_tick!(i, start, 0);
+    time::advance(ms(100)).await;
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(200)).await;
+    assert_tick!(i, start, 300);
+    time::advance(ms(650)).await;
+    assert_tick!(i, start, 600);
+    (start, i)
+}
+
+#[tokio::test(start_paused = true)]
+async fn burst_catches_up_on_the_original_schedule() {
+    let (start, mut i) = late_at_950(MissedTickBehavior::Burst).await;
+    assert_tick!(i, start, 900);
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(250)).await;
+    assert_tick!(i, start, 1200);
+    assert_pending!(poll_next(&mut i));
+}
+
+#[tokio::test(start_paused = true)]
+async fn delay_shifts_the_schedule() {
+    let (start, mut i) = late_at_950(MissedTickBehavior::Delay).await;
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(299)).await;
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(1)).await;
+    assert_tick!(i, start, 1250);
+    time::advance(ms(300)).await;
+    assert_tick!(i, start, 1550);
+}
+
+#[tokio::test(start_paused = true)]
+async fn skip_resumes_at_the_next_multiple() {
+    let (start, mut i) = late_at_950(MissedTickBehavior::Skip).await;
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(249)).await;
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(1)).await;
+    assert_tick!(i, start, 1200);
+    time::advance(ms(300)).await;
+    assert_tick!(i, start, 1500);
+}
+
+#[tokio::test(start_paused = true)]
+async fn slightly_late_tick_is_not_missed() {
+    // Under 5 ms late keeps the schedule, whatever the behaviour (tokio's rule).
+    let start = Instant::now();
+    let mut i = task::spawn(interval_at(start, ms(100)));
+    i.enter(|_, mut i| i.set_missed_tick_behavior(MissedTickBehavior::Delay));
+    assert_tick!(i, start, 0);
+    time::advance(ms(104)).await;
+    assert_tick!(i, start, 100);
+    time::advance(ms(96)).await;
+    assert_tick!(i, start, 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset() {
+    let start = Instant::now();
+    let mut i = task::spawn(interval_at(start, ms(300)));
+    assert_tick!(i, start, 0);
+    time::advance(ms(100)).await;
+    assert_pending!(poll_next(&mut i));
+    i.enter(|_, mut i| i.reset());
+    time::advance(ms(250)).await;
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(50)).await;
+    assert_tick!(i, start, 400);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_immediately() {
+    let start = Instant::now();
+    let mut i = task::spawn(interval_at(start, ms(300)));
+    assert_tick!(i, start, 0);
+    time::advance(ms(100)).await;
+    i.enter(|_, mut i| i.reset_immediately());
+    assert_tick!(i, start, 100);
+    time::advance(ms(300)).await;
+    assert_tick!(i, start, 400);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_after() {
+    let start = Instant::now();
+    let mut i = task::spawn(interval_at(start, ms(300)));
+    assert_tick!(i, start, 0);
+    time::advance(ms(100)).await;
+    i.enter(|_, mut i| i.reset_after(ms(20)));
+    time::advance(ms(19)).await;
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(1)).await;
+    assert_tick!(i, start, 120);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_at_and_accessors() {
+    let start = Instant::now();
+    let mut i = interval_at(start, ms(300));
+    assert_eq!(i.period(), ms(300));
+    assert_eq!(i.missed_tick_behavior(), MissedTickBehavior::Burst);
+    i.reset_at(start + ms(42));
+    assert_eq!(i.tick().await, start + ms(42));
+    assert_eq!(i.tick().await, start + ms(342));
+}
+
+#[tokio::test(start_paused = true)]
+async fn huge_period_ticks_once_then_never() {
+    let start = Instant::now();
+    let mut i = task::spawn(interval_at(start, Duration::MAX));
+    assert_tick!(i, start, 0);
+    assert_pending!(poll_next(&mut i));
+    time::advance(Duration::from_secs(86_400 * 365 * 100)).await;
+    assert!(!i.is_woken());
+    assert_pending!(poll_next(&mut i));
+}
+
+#[tokio::test(start_paused = true)]
+async fn tick_is_cancel_safe() {
+    let start = Instant::now();
+    let mut i = interval_at(start, ms(10));
+    assert_eq!(i.tick().await, start);
+    tokio::select! {
+        _ = i.tick() => panic!("not due yet"),
+        _ = time::sleep(ms(5)) => {}
+    }
+    assert_eq!(i.tick().await, start + ms(10));
+}
+
+#[tokio::test(start_paused = true)]
+async fn poll_tick_through_poll_fn() {
+    let start = Instant::now();
+    let mut i = interval(ms(7));
+    let mut ticks = Vec::new();
+    for _ in 0..4 {
+        ticks.push(poll_fn(|cx| i.poll_tick(cx)).await - start);
+    }
+    assert_eq!(ticks, vec![ms(0), ms(7), ms(14), ms(21)]);
+}

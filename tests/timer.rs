@@ -1,0 +1,283 @@
+//! Explicit timers and the lifecycle of timers and runtimes: the builder's
+//! checks, coarse ticks, default timers across runtimes, shutdown.
+
+mod support;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use support::ms;
+use tiered_timer::{Handle, Instant, Sleep, Timer};
+use tokio::time;
+use tokio_test::{assert_pending, assert_ready, task};
+
+fn poll_once(sleep: &mut Sleep) -> Poll<()> {
+    Pin::new(sleep).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+#[should_panic(expected = "tick must be at least 1 ms")]
+async fn tick_below_one_millisecond_is_rejected() {
+    Timer::builder().tick(Duration::from_micros(999)).build();
+}
+
+#[tokio::test]
+#[should_panic(expected = "wheel_size must be between 2 and")]
+async fn wheel_size_one_is_rejected() {
+    Timer::builder().wheel_size(1).build();
+}
+
+#[tokio::test]
+#[should_panic(expected = "wheel_size must be between 2 and")]
+async fn huge_wheel_size_is_rejected() {
+    Timer::builder().wheel_size(usize::MAX).build();
+}
+
+#[tokio::test]
+#[should_panic(expected = "tick must be at most")]
+async fn huge_tick_is_rejected() {
+    Timer::builder().tick(Duration::MAX).build();
+}
+
+#[test]
+#[should_panic(expected = "must be called from the context of a Tokio 1.x runtime")]
+fn build_outside_runtime_panics() {
+    Timer::new();
+}
+
+#[test]
+#[should_panic(expected = "must be called from the context of a Tokio 1.x runtime")]
+fn handle_current_outside_runtime_panics() {
+    Handle::current();
+}
+
+#[tokio::test(start_paused = true)]
+async fn coarse_tick_rounds_up_to_the_next_boundary() {
+    let timer = Timer::builder().tick(ms(10)).build();
+    let handle = timer.handle();
+    let start = Instant::now();
+    // Each sleep starts when the previous one ended.
+    for (delay, fires_at) in [(25, 30), (30, 60), (1, 70), (0, 70)] {
+        handle.sleep(ms(delay)).await;
+        assert_elapsed!(start, fires_at);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn coarse_tick_never_fires_early() {
+    let timer = Timer::builder().tick(ms(10)).build();
+    let handle = timer.handle();
+    let start = Instant::now();
+    let mut sleep = task::spawn(handle.sleep(ms(21)));
+    assert_pending!(sleep.poll());
+    time::advance(ms(21)).await;
+    assert!(!sleep.is_woken(), "21 ms is not a 10 ms boundary");
+    time::advance(ms(8)).await;
+    assert_pending!(sleep.poll());
+    time::advance(ms(1)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert_elapsed!(start, 30);
+}
+
+#[tokio::test(start_paused = true)]
+async fn small_wheels_cascade_through_many_levels() {
+    // Wheel size 2: a one-hour deadline sits about 22 levels up.
+    let timer = Timer::builder().wheel_size(2).build();
+    let handle = timer.handle();
+    let start = Instant::now();
+    let deadlines = [1u64, 2, 3, 1_000, 3_600_000, 3_600_001];
+    let tasks: Vec<_> = deadlines
+        .iter()
+        .map(|&d| {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                handle.sleep_until(start + ms(d)).await;
+                Instant::now() - start
+            })
+        })
+        .collect();
+    for (task, d) in tasks.into_iter().zip(deadlines) {
+        assert_eq!(task.await.unwrap(), ms(d));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn explicit_handle_has_every_constructor() {
+    let timer = Timer::new();
+    let handle = timer.handle();
+    let start = Instant::now();
+    handle.sleep_until(start + ms(3)).await;
+    assert!(handle
+        .timeout(ms(5), std::future::pending::<()>())
+        .await
+        .is_err());
+    assert_eq!(handle.timeout_at(start + ms(100), async { 1 }).await, Ok(1));
+    let mut interval = handle.interval(ms(10));
+    assert_eq!(interval.tick().await, start + ms(8));
+    let mut at = handle.interval_at(start + ms(50), ms(10));
+    assert_eq!(at.tick().await, start + ms(50));
+    assert_eq!(at.tick().await, start + ms(60));
+}
+
+#[tokio::test(start_paused = true)]
+async fn handles_are_send_sync_clone_and_debug() {
+    fn assert_traits<T: Send + Sync + Clone + std::fmt::Debug + 'static>(_: &T) {}
+    let timer = Timer::new();
+    assert_traits(&timer.handle());
+    let debug = format!("{:?}", timer);
+    assert!(debug.contains("tick"), "{debug}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_timer_fails_pending_sleeps_loudly() {
+    let timer = Timer::new();
+    let handle = timer.handle();
+    let waiter = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.sleep(Duration::from_secs(60)).await }
+    });
+    tokio::task::yield_now().await; // let it register
+    assert_eq!(handle.pending(), 1);
+    drop(timer);
+    let err = waiter.await.unwrap_err();
+    assert!(err.is_panic());
+    let message = err.into_panic();
+    let message = message
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| message.downcast_ref::<&str>().copied())
+        .unwrap();
+    assert!(message.contains("timer has shut down"), "{message}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn new_sleep_on_a_dropped_timer_panics_on_first_poll() {
+    let timer = Timer::new();
+    let handle = timer.handle();
+    drop(timer);
+    let mut sleep = handle.sleep(ms(1));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(&mut sleep)));
+    assert!(result.is_err());
+    drop(sleep); // dropping it afterwards is fine
+}
+
+#[tokio::test(start_paused = true)]
+async fn fired_sleep_stays_ready_after_its_timer_is_dropped() {
+    let timer = Timer::new();
+    let mut sleep = task::spawn(timer.handle().sleep(ms(5)));
+    assert_pending!(sleep.poll());
+    time::advance(ms(5)).await;
+    drop(timer);
+    assert_ready!(sleep.poll());
+}
+
+#[test]
+fn default_timers_of_runtimes_in_sequence() {
+    for _ in 0..5 {
+        let rt = current_thread();
+        rt.block_on(async {
+            let start = Instant::now();
+            tiered_timer::sleep(ms(2)).await;
+            assert!(start.elapsed() >= ms(2));
+        });
+    }
+}
+
+#[test]
+fn default_timers_of_runtimes_side_by_side() {
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let rt = current_thread();
+                rt.block_on(async {
+                    for _ in 0..20 {
+                        let start = Instant::now();
+                        tiered_timer::sleep(ms(1)).await;
+                        assert!(start.elapsed() >= ms(1));
+                    }
+                })
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
+
+#[test]
+fn each_runtime_gets_its_own_default_timer() {
+    let a = current_thread();
+    let b = current_thread();
+    let pending_a = a.block_on(async {
+        let mut sleep = tiered_timer::sleep(Duration::from_secs(60));
+        assert!(poll_once(&mut sleep).is_pending());
+        std::mem::forget(sleep);
+        Handle::current().pending()
+    });
+    let pending_b = b.block_on(async { Handle::current().pending() });
+    assert_eq!((pending_a, pending_b), (1, 0));
+}
+
+#[test]
+fn runtime_shutdown_with_many_timers_pending_does_not_hang() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for i in 0..10_000u64 {
+            tokio::spawn(async move {
+                tiered_timer::sleep(Duration::from_secs(3600 + i)).await;
+                unreachable!("runtime shut down first");
+            });
+        }
+        // Let the tasks register.
+        while Handle::current().pending() < 10_000 {
+            tokio::task::yield_now().await;
+        }
+    });
+    drop(rt);
+}
+
+#[test]
+fn a_new_runtime_after_shutdown_gets_a_working_timer() {
+    // tokio may reuse a runtime id once a runtime is gone; the default
+    // timer of the old one must not be handed out again.
+    for _ in 0..3 {
+        let rt = current_thread();
+        let handle = rt.block_on(async { Handle::current() });
+        drop(rt);
+        let rt = current_thread();
+        rt.block_on(async {
+            tiered_timer::sleep(ms(1)).await;
+        });
+        drop(handle);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sleep_polled_on_another_runtime_still_fires() {
+    // The driver runs on this runtime; the sleep is awaited on another.
+    let handle = Handle::current();
+    let deadline = Instant::now() + ms(5);
+    let joined = std::thread::spawn(move || {
+        current_thread().block_on(async move {
+            handle.sleep_until(deadline).await;
+            Instant::now()
+        })
+    })
+    .join()
+    .unwrap();
+    assert!(joined >= deadline);
+}
