@@ -114,21 +114,13 @@ pub struct Sleep {
     deadline: Instant,
     /// `deadline` as a tick of the timer (`NEVER` if it never comes).
     tick: u64,
-    /// The timer entry, once registered.
-    entry: Option<Entry>,
+    /// The timer entry's key, once registered.
+    entry: Option<Key>,
     /// The waker the entry holds, kept to skip the lock when re-polled by
     /// the same task. Only meaningful while the entry has not fired.
     waker: Option<Waker>,
     /// Seen complete; stays so until reset.
     elapsed: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    key: Key,
-    /// The tick the entry is filed under: a reset to this or later can be
-    /// recorded without the lock.
-    filed: u64,
 }
 
 impl Sleep {
@@ -195,7 +187,7 @@ impl Sleep {
         self.elapsed
             || self
                 .entry
-                .is_some_and(|entry| self.handle.shared.deadlines().get(entry.key) == FIRED)
+                .is_some_and(|key| self.handle.shared.deadlines().get(key) == FIRED)
     }
 
     /// Resets the sleep to a new deadline, whether or not it has completed.
@@ -235,16 +227,16 @@ impl Sleep {
         self.deadline = deadline;
         self.tick = tick;
         self.elapsed = false;
-        let Some(entry) = self.entry else {
+        let Some(key) = self.entry else {
             // Not registered yet: the first poll files it.
             return;
         };
         let shared = &self.handle.shared;
-        if tick < NEVER && tick >= entry.filed && shared.deadlines().try_extend(entry.key, tick) {
+        if tick < NEVER && shared.deadlines().try_extend(key, tick) {
             return;
         }
         let due_now = tick < NEVER && shared.is_due_now(tick);
-        let filing = shared.refile(entry.key, tick, due_now, self.waker.as_ref());
+        let filing = shared.refile(key, tick, due_now, self.waker.as_ref());
         self.apply(filing);
     }
 
@@ -263,13 +255,13 @@ impl Sleep {
             }
             None if shared.is_due_now(self.tick) => Filing::Elapsed,
             None => shared.register(self.tick, cx.waker()),
-            Some(entry) => match shared.deadlines().get(entry.key) {
+            Some(key) => match shared.deadlines().get(key) {
                 FIRED => Filing::Elapsed,
                 SHUTDOWN => Filing::Shutdown,
                 _ if self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) => {
                     return Poll::Pending;
                 }
-                _ => shared.update_waker(entry.key, cx.waker()),
+                _ => shared.update_waker(key, cx.waker()),
             },
         };
         if matches!(filing, Filing::Filed { .. }) {
@@ -285,7 +277,7 @@ impl Sleep {
 
     fn apply(&mut self, filing: Filing) {
         match filing {
-            Filing::Filed { key, filed } => self.entry = Some(Entry { key, filed }),
+            Filing::Filed { key } => self.entry = Some(key),
             Filing::Elapsed => self.elapsed = true,
             Filing::Shutdown => shutdown_panic(),
         }
@@ -318,8 +310,8 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(entry) = self.entry {
-            self.handle.shared.deregister(entry.key);
+        if let Some(key) = self.entry {
+            self.handle.shared.deregister(key);
         }
     }
 }

@@ -201,3 +201,22 @@ async fn poll_tick_through_poll_fn() {
     }
     assert_eq!(ticks, vec![ms(0), ms(7), ms(14), ms(21)]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn huge_period_leaves_nothing_pending() {
+    let handle = tiered_timer::Handle::current();
+    let start = Instant::now() + ms(10);
+    let mut i = task::spawn(interval_at(start, Duration::MAX));
+    assert_pending!(poll_next(&mut i));
+    assert_eq!(handle.pending(), 1);
+    time::advance(ms(10)).await;
+    assert_tick!(i, start, 0);
+    // The next tick can never come: nothing is pending on the timer.
+    assert_eq!(handle.pending(), 0);
+    assert_pending!(poll_next(&mut i));
+    i.enter(|_, mut i| i.reset_after(ms(5)));
+    assert_eq!(handle.pending(), 1);
+    time::advance(ms(5)).await;
+    assert_tick!(i, start, 5);
+    assert_eq!(handle.pending(), 0);
+}

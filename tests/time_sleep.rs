@@ -361,3 +361,24 @@ async fn multi_thread_reset_from_another_task() {
 fn sleep_outside_runtime_panics() {
     drop(sleep(ms(1)));
 }
+
+/// Regression: after the driver re-filed a lazily extended entry under its
+/// new deadline, a reset to a deadline between the original and the new one
+/// took the lock-free path and fired late, at the re-filed deadline.
+#[tokio::test(start_paused = true)]
+async fn reset_back_after_lazy_refile_fires_on_time() {
+    let now = Instant::now();
+    let mut sleep = task::spawn(sleep_until(now + ms(100)));
+    assert_pending!(sleep.poll());
+    sleep.enter(|_, sleep| sleep.reset(now + ms(200)));
+    // At 100 the driver finds the entry wants 200 and files it there.
+    time::advance(ms(100)).await;
+    assert_pending!(sleep.poll());
+    sleep.enter(|_, sleep| sleep.reset(now + ms(150)));
+    time::advance(ms(50)).await;
+    assert!(
+        sleep.is_woken(),
+        "fired late: the entry was still filed at 200"
+    );
+    assert_ready!(sleep.poll());
+}

@@ -15,7 +15,10 @@
 //! * Without the lock, only the sleep that owns the key writes its word, and
 //!   only with a compare-and-swap from one ordinary tick to a *later* one
 //!   (see [`DeadlineTable::try_extend`]); a word that says `FIRED` or
-//!   `SHUTDOWN` sends it to the locked path instead.
+//!   `SHUTDOWN`, or a move to an earlier tick, sends it to the locked path.
+//! * So an entry is always filed at or before its word: the lock holder files
+//!   it at the word's value, and without the lock the word only grows. The
+//!   driver therefore always meets an entry no later than it is wanted.
 
 use crate::sync::{AtomicU64, OnceLock, Ordering};
 
@@ -87,16 +90,22 @@ impl DeadlineTable {
     }
 
     /// The lock-free later reset: moves an unfired entry's wanted deadline
-    /// to `tick` (which must not be below the tick it is filed under).
-    /// Returns `false`, changing nothing, if the entry has fired or the timer
-    /// shut down, in which case the caller takes the lock.
+    /// to `tick`, if that is no earlier than the deadline it wants now.
+    /// Returns `false`, changing nothing, if the entry has fired, the timer
+    /// shut down, or `tick` is earlier, in which case the caller takes the
+    /// lock. (Comparing with the wanted deadline, not the one the owner last
+    /// filed, matters: the driver may have re-filed the entry at the wanted
+    /// one since.)
     pub(crate) fn try_extend(&self, key: usize, tick: u64) -> bool {
         debug_assert!(tick < NEVER);
         let word = self.word(key);
         let mut current = word.load(Ordering::Acquire);
         loop {
-            if current >= NEVER {
+            if current >= NEVER || tick < current {
                 return false;
+            }
+            if tick == current {
+                return true;
             }
             match word.compare_exchange_weak(current, tick, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return true,
@@ -158,6 +167,11 @@ mod tests {
         table.ensure(5);
         table.set(5, 10);
         assert!(table.try_extend(5, 20));
+        assert!(
+            !table.try_extend(5, 15),
+            "earlier than wanted needs the lock"
+        );
+        assert_eq!(table.get(5), 20);
         assert_eq!(table.settle(5, 15), Due::Later(20));
         assert_eq!(table.settle(5, 20), Due::Fire);
         assert_eq!(table.get(5), FIRED);

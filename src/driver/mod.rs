@@ -57,9 +57,8 @@ const WAKE_CHUNK: usize = 32;
 /// The outcome of asking the timer to file a sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Filing {
-    /// Filed (or parked, for a deadline that never comes) under `key`;
-    /// `filed` is the tick it is filed under.
-    Filed { key: Key, filed: u64 },
+    /// Filed (or parked, for a deadline that never comes) under `key`.
+    Filed { key: Key },
     /// Its deadline has already been reached.
     Elapsed,
     /// The timer has shut down.
@@ -84,7 +83,8 @@ struct State {
     armed: Option<u64>,
     /// The driver task's waker.
     driver: Option<Waker>,
-    /// Entries registered and neither fired nor removed.
+    /// Entries whose word is an ordinary tick: registered, and neither
+    /// fired, removed, nor moved to a deadline that never comes.
     pending: usize,
     shutdown: bool,
 }
@@ -185,7 +185,7 @@ impl Shared {
         let driver = self.note_due_at(&mut state, due_at);
         drop(state);
         wake(driver);
-        Filing::Filed { key, filed: tick }
+        Filing::Filed { key }
     }
 
     /// Files entry `key` again, at `tick`: the locked path of a reset (to an
@@ -204,14 +204,15 @@ impl Shared {
         if state.shutdown {
             return Filing::Shutdown;
         }
-        let old_waker = if self.deadlines.get(key) == FIRED {
-            state.pending += 1;
+        let before = self.deadlines.get(key);
+        let old_waker = if before == FIRED {
             std::mem::replace(state.wheel.get_mut(key), waker.cloned())
         } else {
             None
         };
+        // Counted as pending: entries that want an ordinary tick.
+        state.pending -= usize::from(before < NEVER);
         let filing = if due_now || tick <= state.wheel.elapsed() {
-            state.pending -= 1;
             state.wheel.unfile(key);
             self.deadlines.set(key, FIRED);
             drop(state);
@@ -220,14 +221,15 @@ impl Shared {
             state.wheel.unfile(key);
             self.deadlines.set(key, NEVER);
             drop(state);
-            Filing::Filed { key, filed: NEVER }
+            Filing::Filed { key }
         } else {
+            state.pending += 1;
             let due_at = state.wheel.reset(key, tick);
             self.deadlines.set(key, tick);
             let driver = self.note_due_at(&mut state, due_at);
             drop(state);
             wake(driver);
-            Filing::Filed { key, filed: tick }
+            Filing::Filed { key }
         };
         drop(old_waker);
         filing
@@ -240,21 +242,19 @@ impl Shared {
         if state.shutdown {
             return Filing::Shutdown;
         }
-        match self.deadlines.get(key) {
-            FIRED => Filing::Elapsed,
-            filed => {
-                let old = state.wheel.get_mut(key).replace(waker.clone());
-                drop(state);
-                drop(old);
-                Filing::Filed { key, filed }
-            }
+        if self.deadlines.get(key) == FIRED {
+            return Filing::Elapsed;
         }
+        let old = state.wheel.get_mut(key).replace(waker.clone());
+        drop(state);
+        drop(old);
+        Filing::Filed { key }
     }
 
     /// Removes entry `key` for good (its sleep is being dropped).
     pub(crate) fn deregister(&self, key: Key) {
         let mut state = lock(&self.state);
-        if !state.shutdown && self.deadlines.get(key) != FIRED {
+        if !state.shutdown && self.deadlines.get(key) < NEVER {
             state.pending -= 1;
         }
         let waker = state.wheel.remove(key);
