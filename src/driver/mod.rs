@@ -283,7 +283,11 @@ impl Shared {
     /// the lock, then records the next due tick as what the driver is armed
     /// for.
     fn flush(&self, budget: usize) -> Flushed {
-        let now = self.ticks.now_tick(self.now());
+        self.flush_at(self.ticks.now_tick(self.now()), budget)
+    }
+
+    /// [`Shared::flush`] with the clock already read: `now` is a tick.
+    fn flush_at(&self, now: u64, budget: usize) -> Flushed {
         let mut wakers: Vec<Waker> = Vec::with_capacity(WAKE_CHUNK);
         let mut fired = 0;
         loop {
@@ -291,6 +295,14 @@ impl Shared {
             if state.shutdown {
                 return Flushed::Shutdown;
             }
+            // Another flush (the inline one, or the driver task on another
+            // worker) may have read the clock later and moved the wheel past
+            // our `now` between two of our chunks. The wheel's time is never
+            // ahead of the real time, so catching up is still never early,
+            // and it matters: an entry wanted later than a stale `now` but
+            // not later than the wheel's time would be re-filed straight
+            // back into the due list, forever.
+            let now = now.max(state.wheel.elapsed());
             let mut drained = false;
             while wakers.len() < WAKE_CHUNK {
                 let Some(key) = state.wheel.poll(now) else {
@@ -458,5 +470,40 @@ impl Future for Driver {
 impl Drop for Driver {
     fn drop(&mut self) {
         self.shared.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a flush whose clock reading is older than the wheel's
+    /// time must not spin on an entry due between the two.
+    #[tokio::test]
+    async fn flush_with_a_stale_now_terminates() {
+        let (shared, driver) = Shared::new(Config::default());
+        let key = {
+            let mut state = lock(&shared.state);
+            assert_eq!(state.wheel.poll(10), None);
+            // Due at 8: the wheel, at 10, puts it straight in the due list.
+            let (key, _) = state.wheel.insert(8, Some(Waker::noop().clone()));
+            state.pending += 1;
+            shared.deadlines.ensure(key);
+            shared.deadlines.set(key, 8);
+            key
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let flusher = shared.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(flusher.flush_at(5, usize::MAX));
+        });
+        let Ok(flushed) = rx.recv_timeout(Duration::from_secs(10)) else {
+            // The spinning flush holds the lock: dropping these would block.
+            std::mem::forget((driver, shared));
+            panic!("flush with a stale `now` never returned");
+        };
+        assert_eq!(flushed, Flushed::Until(None));
+        assert_eq!(shared.deadlines.get(key), FIRED);
+        assert_eq!(shared.pending(), 0);
     }
 }
