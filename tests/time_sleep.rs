@@ -382,3 +382,18 @@ async fn reset_back_after_lazy_refile_fires_on_time() {
     );
     assert_ready!(sleep.poll());
 }
+
+/// Regression (found by `tests/model.rs`): after time moved with nothing
+/// armed, a reset to the past was filed instead of completing, because the
+/// registration trusted the driver's (stale) schedule over the clock.
+#[tokio::test(start_paused = true)]
+async fn reset_to_now_while_the_driver_lags_is_ready_at_once() {
+    let _timer_starts_now = Handle::current();
+    tokio::task::yield_now().await; // its driver runs once, then idles
+    time::advance(ms(32_896)).await;
+    let mut sleep = task::spawn(sleep(ms(1)));
+    assert_pending!(sleep.poll());
+    // The driver has been woken for the new entry but has not run yet.
+    sleep.enter(|_, sleep| sleep.reset(Instant::now()));
+    assert_ready!(sleep.poll());
+}

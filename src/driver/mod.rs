@@ -39,7 +39,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering, Weak};
+use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
 use crate::Instant;
 
@@ -96,10 +96,6 @@ pub(crate) struct Shared {
     deadlines: DeadlineTable,
     ticks: Ticks,
     config: Config,
-    /// `State::armed` for lock-free reads (`u64::MAX` when unarmed). Only a
-    /// hint: a registration uses it to skip reading the clock when its
-    /// deadline is later than something already pending.
-    armed_hint: AtomicU64,
     is_shutdown: AtomicBool,
 }
 
@@ -119,7 +115,6 @@ impl Shared {
             deadlines: DeadlineTable::new(),
             ticks: Ticks::new(now, config.tick),
             config,
-            armed_hint: AtomicU64::new(u64::MAX),
             is_shutdown: AtomicBool::new(false),
         });
         let wake = Waker::from(Arc::new(DriverWake {
@@ -161,12 +156,14 @@ impl Shared {
         lock(&self.state).pending
     }
 
-    /// Whether `tick` has already been reached. Reads the clock only when
-    /// `tick` is no later than what the driver is armed for: a later one
-    /// cannot be due unless the driver is behind, and then it fires on the
-    /// driver's next turn anyway.
+    /// Whether `tick` has already been reached, by the clock.
+    ///
+    /// Registrations and locked resets ask this so that a deadline already
+    /// passed completes at once. The wheel's own time cannot answer it: it
+    /// only moves when the driver flushes, and the driver may not have run
+    /// since the clock last moved.
     pub(crate) fn is_due_now(&self, tick: u64) -> bool {
-        tick <= self.armed_hint.load(Ordering::Relaxed) && self.ticks.now_tick(self.now()) >= tick
+        self.ticks.now_tick(self.now()) >= tick
     }
 
     /// Files a new entry due at `tick` that wakes `waker`.
@@ -269,14 +266,8 @@ impl Shared {
         if state.armed.is_some_and(|armed| armed <= due_at) {
             return None;
         }
-        self.set_armed(state, Some(due_at));
+        state.armed = Some(due_at);
         state.driver.clone()
-    }
-
-    fn set_armed(&self, state: &mut State, armed: Option<u64>) {
-        state.armed = armed;
-        self.armed_hint
-            .store(armed.unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     /// Fires up to about `budget` due entries, waking their owners outside
@@ -322,7 +313,7 @@ impl Shared {
             }
             let next = if drained {
                 let next = state.wheel.next_expiration();
-                self.set_armed(&mut state, next);
+                state.armed = next;
                 Some(next)
             } else {
                 None
@@ -377,7 +368,7 @@ impl Shared {
             wakers.extend(waker.take());
         }
         state.wheel.unfile_all();
-        self.set_armed(&mut state, None);
+        state.armed = None;
         wakers.extend(state.driver.take());
         drop(state);
         wakers.into_iter().for_each(Waker::wake);

@@ -231,7 +231,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    // 256 cases by default; set PROPTEST_CASES for a longer hunt.
+    #![proptest_config(ProptestConfig::default())]
 
     /// The wheel against a map of live deadlines: after every step, exactly
     /// the entries whose deadline is at or before now have fired, each once,
