@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use support::ms;
+use support::{ms, panic_message};
 use tiered_timer::{Handle, Instant, Sleep, Timer};
 use tokio::time;
 use tokio_test::{assert_pending, assert_ready, task};
@@ -151,12 +151,8 @@ async fn dropping_the_timer_fails_pending_sleeps_loudly() {
     drop(timer);
     let err = waiter.await.unwrap_err();
     assert!(err.is_panic());
-    let message = err.into_panic();
-    let message = message
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| message.downcast_ref::<&str>().copied())
-        .unwrap();
+    let panic = err.into_panic();
+    let message = panic_message(&*panic);
     assert!(message.contains("timer has shut down"), "{message}");
 }
 
@@ -280,4 +276,16 @@ async fn sleep_polled_on_another_runtime_still_fires() {
     .join()
     .unwrap();
     assert!(joined >= deadline);
+}
+
+#[test]
+fn runtime_without_time_gives_tokio_s_message() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let result =
+        std::panic::catch_unwind(|| rt.block_on(async { tiered_timer::sleep(ms(1)).await }));
+    let panic = result.unwrap_err();
+    let message = panic_message(&*panic);
+    assert!(message.contains("enable_time"), "{message}");
 }
