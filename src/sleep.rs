@@ -236,8 +236,13 @@ impl Sleep {
             return;
         }
         let due_now = tick < NEVER && shared.is_due_now(tick);
-        let filing = shared.refile(key, tick, due_now, self.waker.as_ref());
-        self.apply(filing);
+        match shared.refile(key, tick, due_now, self.waker.as_ref()) {
+            Filing::Filed { .. } => {}
+            Filing::Elapsed => self.elapsed = true,
+            // Like tokio, only polling fails: the entry is marked so the
+            // next poll reports the shutdown.
+            Filing::Shutdown => {}
+        }
     }
 
     /// Polls without spending tokio's cooperative budget.
@@ -264,21 +269,16 @@ impl Sleep {
                 _ => shared.update_waker(key, cx.waker()),
             },
         };
-        if matches!(filing, Filing::Filed { .. }) {
-            self.waker = Some(cx.waker().clone());
-        }
-        self.apply(filing);
-        if self.elapsed {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-
-    fn apply(&mut self, filing: Filing) {
         match filing {
-            Filing::Filed { key } => self.entry = Some(key),
-            Filing::Elapsed => self.elapsed = true,
+            Filing::Filed { key } => {
+                self.entry = Some(key);
+                self.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            Filing::Elapsed => {
+                self.elapsed = true;
+                Poll::Ready(())
+            }
             Filing::Shutdown => shutdown_panic(),
         }
     }

@@ -289,3 +289,23 @@ fn runtime_without_time_gives_tokio_s_message() {
     let message = panic_message(&*panic);
     assert!(message.contains("enable_time"), "{message}");
 }
+
+/// Reported by the stress tests: resetting a sleep whose timer has shut down
+/// panicked in `reset`; like tokio, only polling may fail.
+#[tokio::test(start_paused = true)]
+async fn reset_after_shutdown_does_not_panic_but_poll_does() {
+    for fire_first in [false, true] {
+        let timer = Timer::new();
+        let mut sleep = timer.handle().sleep(ms(10));
+        assert!(poll_once(&mut sleep).is_pending());
+        if fire_first {
+            time::advance(ms(10)).await;
+        }
+        drop(timer);
+        Pin::new(&mut sleep).reset(Instant::now() + ms(20));
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(&mut sleep)));
+        let panic = result.expect_err("polling a reset sleep of a shut-down timer must panic");
+        assert!(panic_message(&*panic).contains("shut down"));
+    }
+}

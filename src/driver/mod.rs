@@ -189,7 +189,8 @@ impl Shared {
     /// earlier deadline, or after the entry fired). If `due_now`, the caller
     /// found the deadline already reached and the entry is settled as fired.
     /// An entry that fired lost its waker; `waker` (the one its owner last
-    /// registered) takes its place.
+    /// registered) takes its place. After shutdown the entry is marked so
+    /// that its owner's next poll reports the shutdown.
     pub(crate) fn refile(
         &self,
         key: Key,
@@ -199,6 +200,7 @@ impl Shared {
     ) -> Filing {
         let mut state = lock(&self.state);
         if state.shutdown {
+            self.deadlines.set(key, SHUTDOWN);
             return Filing::Shutdown;
         }
         let before = self.deadlines.get(key);
