@@ -34,14 +34,22 @@ impl Ticks {
         let Some(since) = deadline.checked_duration_since(self.origin) else {
             return 0;
         };
-        let ticks = since.as_nanos().div_ceil(u128::from(self.tick_ns));
+        // 64-bit division when the span fits (584 years), 128-bit beyond:
+        // this runs on every registration.
+        let ticks = match u64::try_from(since.as_nanos()) {
+            Ok(nanos) => u128::from(nanos.div_ceil(self.tick_ns)),
+            Err(_) => since.as_nanos().div_ceil(u128::from(self.tick_ns)),
+        };
         u64::try_from(ticks).map_or(NEVER, |t| t.min(NEVER))
     }
 
     /// The last tick boundary at or before `now`.
     pub(crate) fn now_tick(&self, now: Instant) -> u64 {
         let since = now.saturating_duration_since(self.origin);
-        let ticks = since.as_nanos() / u128::from(self.tick_ns);
+        let ticks = match u64::try_from(since.as_nanos()) {
+            Ok(nanos) => u128::from(nanos / self.tick_ns),
+            Err(_) => since.as_nanos() / u128::from(self.tick_ns),
+        };
         u64::try_from(ticks).map_or(NEVER - 1, |t| t.min(NEVER - 1))
     }
 
