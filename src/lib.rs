@@ -42,6 +42,20 @@
 //! The synchronous core lives in `src/wheel/` (it reads no clock and takes no
 //! lock); `src/driver/` runs it on tokio.
 //!
+//! # Differences from `tokio::time`
+//!
+//! * [`Sleep`] is [`Unpin`]; [`Timeout<F>`] is `Unpin` when `F` is.
+//! * A sleep whose deadline has passed completes on its first poll, even if
+//!   the timer's driver has not run since the clock moved.
+//! * `sleep(Duration::MAX)`, or any deadline `Instant` cannot represent,
+//!   never completes and occupies no slot (tokio clamps it to about two
+//!   years).
+//! * Under paused time, at most 1024 sleeps are woken inside the turn of
+//!   `tokio::time::advance`; beyond that the driver wakes the rest on the
+//!   runtime's next turns, in batches, so no flush monopolises a worker.
+//! * Sleeps of a timer that has shut down (its [`Timer`] dropped, or its
+//!   runtime shut down) panic when polled, saying so; resetting one does not.
+//!
 //! # Never early
 //!
 //! A timer with tick `t`, built at instant `o`, fires a deadline `d` at the
