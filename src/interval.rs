@@ -38,7 +38,6 @@ const MISSED_AFTER: Duration = Duration::from_millis(5);
 /// ```
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
-    assert!(period > Duration::ZERO, "`period` must be non-zero.");
     Handle::current().interval(period)
 }
 
@@ -65,7 +64,6 @@ pub fn interval(period: Duration) -> Interval {
 /// ```
 #[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    assert!(period > Duration::ZERO, "`period` must be non-zero.");
     Handle::current().interval_at(start, period)
 }
 
@@ -226,8 +224,7 @@ impl Interval {
     /// # }
     /// ```
     pub fn reset(&mut self) {
-        let now = self.delay_handle_now();
-        self.reset_at_or_never(now.checked_add(self.period));
+        self.reset_after(self.period);
     }
 
     /// Resets the interval so the next tick completes immediately.

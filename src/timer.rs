@@ -380,7 +380,6 @@ impl Handle {
     /// ```
     #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
-        assert!(period > Duration::ZERO, "`period` must be non-zero.");
         self.interval_at(self.shared.now(), period)
     }
 
