@@ -45,3 +45,53 @@ impl From<Elapsed> for std::io::Error {
         std::io::Error::new(std::io::ErrorKind::TimedOut, elapsed)
     }
 }
+
+/// Why a timer refused to schedule a callback.
+///
+/// Returned by [`Handle::schedule`](crate::Handle::schedule) and
+/// [`Handle::schedule_at`](crate::Handle::schedule_at).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tiered_timer::{Error, Timer};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let timer = Timer::builder().max_pending(1).build();
+/// let handle = timer.handle();
+/// handle.schedule(Duration::from_secs(1), || {}).unwrap();
+/// let err = handle.schedule(Duration::from_secs(1), || {}).unwrap_err();
+/// assert_eq!(err, Error::AtCapacity);
+/// println!("{err}");
+///
+/// drop(timer);
+/// assert_eq!(handle.schedule(Duration::from_secs(1), || {}).unwrap_err(), Error::Shutdown);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Error {
+    /// The timer already holds as many pending timers as its
+    /// [`max_pending`](crate::Builder::max_pending) allows. Room comes back
+    /// as soon as one is cancelled or runs.
+    AtCapacity,
+    /// The timer has shut down: its [`Timer`](crate::Timer) was dropped or
+    /// [shut down](crate::Timer::shutdown), or the runtime that ran its
+    /// driver task shut down.
+    Shutdown,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Error::AtCapacity => {
+                "the timer is at capacity: it already holds `max_pending` pending timers"
+            }
+            Error::Shutdown => "the timer has shut down, so it cannot schedule anything",
+        })
+    }
+}
+
+impl std::error::Error for Error {}

@@ -71,16 +71,20 @@
 )]
 #![forbid(unsafe_code)]
 
+pub mod clock;
 mod driver;
 pub mod error;
 mod interval;
+mod schedule;
 mod sleep;
 mod sync;
 mod timeout;
 mod timer;
 mod wheel;
 
+pub use crate::error::Error;
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
+pub use crate::schedule::{Scheduled, Unfired};
 pub use crate::sleep::{sleep, sleep_until, Sleep};
 pub use crate::timeout::{timeout, timeout_at, Timeout};
 pub use crate::timer::{Builder, Handle, Timer};

@@ -5,7 +5,7 @@
 //! (`RUSTFLAGS="--cfg loom"`) can swap in loom's checked versions without
 //! touching the code it checks.
 
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 /// Locks `mutex`, ignoring poisoning.

@@ -4,7 +4,11 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use crate::clock::{Clock, TokioClock};
+use crate::driver::ticks::NEVER;
 use crate::driver::{registry, Config, Shared};
+use crate::error::Error;
+use crate::schedule::{Scheduled, Unfired};
 use crate::sync::Arc;
 use crate::{Instant, Interval, Sleep, Timeout};
 
@@ -16,6 +20,7 @@ impl Default for Config {
         Config {
             tick: Duration::from_millis(1),
             wheel_size: 64,
+            max_pending: usize::MAX,
         }
     }
 }
@@ -29,10 +34,15 @@ impl Default for Config {
 /// driver turns, at the cost of firing up to one tick after each deadline
 /// (never before it).
 ///
+/// Besides futures, a timer runs callbacks
+/// ([`Handle::schedule`]), in the manner of Kafka's `SystemTimer` and
+/// Netty's `HashedWheelTimer`.
+///
 /// The timer's driver is a task on the tokio runtime that built it.
-/// **Dropping the `Timer` shuts it down**: its pending sleeps are woken and
-/// panic when next polled, saying so. Keep the `Timer` alive for as long as
-/// its [`Handle`]s are used.
+/// **Dropping the `Timer` shuts it down**, as [`Timer::shutdown`] does: its
+/// pending sleeps are woken and panic when next polled, saying so, and its
+/// callbacks that never ran are dropped. Keep the `Timer` alive for as long
+/// as its [`Handle`]s are used.
 ///
 /// # Examples
 ///
@@ -76,6 +86,7 @@ impl Timer {
     pub fn builder() -> Builder {
         Builder {
             config: Config::default(),
+            clock: Arc::new(TokioClock),
         }
     }
 
@@ -120,11 +131,51 @@ impl Timer {
     pub fn handle(&self) -> Handle {
         self.handle.clone()
     }
+
+    /// Stops the timer and returns the callbacks that never ran, earliest
+    /// deadline first.
+    ///
+    /// Afterwards nothing fires: scheduling returns [`Error::Shutdown`],
+    /// pending sleeps, timeouts and intervals are woken and panic when next
+    /// polled with a message naming the shutdown (a sleep that had already
+    /// completed stays complete), and the driver task ends. Callbacks found
+    /// due but not yet run are returned too; one already running finishes.
+    /// Calling it again returns an empty `Vec`. Dropping the `Timer` does
+    /// the same and drops the callbacks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::{Error, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let timer = Timer::new();
+    /// let handle = timer.handle();
+    /// handle.schedule(Duration::from_secs(30), || println!("expire session 7")).unwrap();
+    /// handle.schedule(Duration::from_secs(10), || println!("expire session 3")).unwrap();
+    ///
+    /// let unfired = timer.shutdown();
+    /// assert_eq!(unfired.len(), 2);
+    /// assert!(unfired[0].deadline() < unfired[1].deadline());
+    /// assert_eq!(handle.schedule(Duration::ZERO, || {}).unwrap_err(), Error::Shutdown);
+    /// # }
+    /// ```
+    pub fn shutdown(&self) -> Vec<Unfired> {
+        self.handle
+            .shared
+            .shutdown()
+            .into_iter()
+            .map(Unfired::new)
+            .collect()
+    }
 }
 
 impl Drop for Timer {
     fn drop(&mut self) {
-        self.handle.shared.shutdown();
+        // Closures are dropped here, after the timer's lock is released.
+        drop(self.handle.shared.shutdown());
     }
 }
 
@@ -154,6 +205,7 @@ impl fmt::Debug for Timer {
 #[derive(Debug, Clone)]
 pub struct Builder {
     config: Config,
+    clock: Arc<dyn Clock>,
 }
 
 impl Builder {
@@ -189,6 +241,65 @@ impl Builder {
         self
     }
 
+    /// Limits how many timers may be pending at once; past it,
+    /// [`Handle::schedule`] fails with [`Error::AtCapacity`]. Default:
+    /// unlimited.
+    ///
+    /// The count is [`Handle::pending`]: callbacks and futures alike. Room
+    /// comes back as soon as one is cancelled, fires or starts running.
+    /// Only scheduling is refused: sleeps and timeouts have no way to
+    /// report an error through tokio's API, so they are always accepted
+    /// (and counted), as a drop-in must.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::{Error, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let timer = Timer::builder().max_pending(2).build();
+    /// let handle = timer.handle();
+    /// let first = handle.schedule(Duration::from_secs(1), || {}).unwrap();
+    /// handle.schedule(Duration::from_secs(1), || {}).unwrap();
+    /// assert_eq!(handle.schedule(Duration::from_secs(1), || {}).unwrap_err(), Error::AtCapacity);
+    /// first.cancel();
+    /// assert!(handle.schedule(Duration::from_secs(1), || {}).is_ok());
+    /// # }
+    /// ```
+    pub fn max_pending(mut self, max_pending: usize) -> Builder {
+        self.config.max_pending = max_pending;
+        self
+    }
+
+    /// Sets the time source. Default: [`TokioClock`], which follows tokio's
+    /// paused time.
+    ///
+    /// A [`ManualClock`](crate::clock::ManualClock) makes a timer that moves
+    /// only when told to, for simulations and deterministic tests.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::{clock::ManualClock, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let clock = ManualClock::new();
+    /// let timer = Timer::builder().clock(clock.clone()).build();
+    /// let handle = timer.handle();
+    /// let sleep = handle.sleep(Duration::from_secs(3600));
+    /// clock.advance(Duration::from_secs(3600));
+    /// sleep.await; // no real hour passes
+    /// # }
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Builder {
+        self.clock = Arc::new(clock);
+        self
+    }
+
     /// Builds the timer and spawns its driver task on the current runtime.
     ///
     /// # Panics
@@ -207,7 +318,9 @@ impl Builder {
     /// ```
     #[track_caller]
     pub fn build(self) -> Timer {
-        let Config { tick, wheel_size } = self.config;
+        let Config {
+            tick, wheel_size, ..
+        } = self.config;
         assert!(
             tick >= Duration::from_millis(1),
             "tiered-timer: tick must be at least 1 ms, got {tick:?}"
@@ -227,7 +340,7 @@ impl Builder {
                  runtime, which runs the timer's driver task"
             ),
         };
-        let (shared, driver) = Shared::new(self.config);
+        let (shared, driver) = Shared::new(self.config, self.clock);
         drop(runtime.spawn(driver));
         Timer {
             handle: Handle { shared },
@@ -410,11 +523,115 @@ impl Handle {
         Interval::new(self.sleep_until(start), period)
     }
 
+    /// Schedules `f` to run once `delay` has passed.
+    ///
+    /// `f` runs on the timer's driver task at the first tick boundary at or
+    /// after the deadline, never before it, and never inside `schedule`
+    /// itself: a zero or past delay runs on the driver's next turn. Due
+    /// callbacks run in deadline order.
+    ///
+    /// Callbacks share the driver task with every timer of this timer, so
+    /// **keep them short**: spawn a task for anything that blocks or takes
+    /// long. They may call `schedule` and [`Scheduled::cancel`] (a callback
+    /// can re-arm itself). A callback that panics is caught, reported on
+    /// standard error, and the timer carries on.
+    ///
+    /// Dropping the returned [`Scheduled`] does not cancel the callback.
+    /// A `delay` too large to represent (such as `Duration::MAX`) gives a
+    /// callback that never runs but stays pending until it is cancelled or
+    /// handed back by [`Timer::shutdown`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AtCapacity`] if [`Builder::max_pending`] timers are pending;
+    /// [`Error::Shutdown`] if the timer has shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tokio::sync::oneshot;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), tiered_timer::Error> {
+    /// let handle = tiered_timer::Handle::current();
+    /// let (tx, rx) = oneshot::channel();
+    /// handle.schedule(Duration::from_secs(30), move || {
+    ///     let _ = tx.send("session expired");
+    /// })?;
+    /// assert_eq!(rx.await.unwrap(), "session expired");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn schedule<F>(&self, delay: Duration, f: F) -> Result<Scheduled, Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let now = self.shared.now();
+        match now.checked_add(delay) {
+            Some(deadline) => self.schedule_boxed(deadline, Box::new(f)),
+            None => self.schedule_never(far_future(now), Box::new(f)),
+        }
+    }
+
+    /// Schedules `f` to run once `deadline` has been reached.
+    ///
+    /// As [`Handle::schedule`], with an absolute deadline: one in the past
+    /// runs on the driver's next turn.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AtCapacity`] if [`Builder::max_pending`] timers are pending;
+    /// [`Error::Shutdown`] if the timer has shut down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::{Handle, Instant};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), tiered_timer::Error> {
+    /// let close_at = Instant::now() + Duration::from_secs(1800);
+    /// let scheduled = Handle::current().schedule_at(close_at, || println!("order closed"))?;
+    /// assert_eq!(scheduled.deadline(), close_at);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn schedule_at<F>(&self, deadline: Instant, f: F) -> Result<Scheduled, Error>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.schedule_boxed(deadline, Box::new(f))
+    }
+
+    fn schedule_boxed(
+        &self,
+        deadline: Instant,
+        f: Box<dyn FnOnce() + Send + 'static>,
+    ) -> Result<Scheduled, Error> {
+        let tick = self.shared.ticks().deadline_tick(deadline);
+        let task = self.shared.schedule(deadline, tick, f)?;
+        Ok(Scheduled::new(task))
+    }
+
+    fn schedule_never(
+        &self,
+        deadline: Instant,
+        f: Box<dyn FnOnce() + Send + 'static>,
+    ) -> Result<Scheduled, Error> {
+        let task = self.shared.schedule(deadline, NEVER, f)?;
+        Ok(Scheduled::new(task))
+    }
+
     /// Returns how many timers are registered on this timer and have neither
-    /// fired nor been cancelled.
+    /// fired nor been cancelled: callbacks and futures alike.
     ///
     /// A sleep counts from its first poll (registration is lazy) until it
-    /// fires or is dropped.
+    /// fires or is dropped; one whose deadline can never come (such as
+    /// `sleep(Duration::MAX)`) holds no slot and is not counted. A callback
+    /// counts from [`schedule`](Handle::schedule) until it starts running,
+    /// is cancelled, or is handed back by [`Timer::shutdown`].
     ///
     /// # Examples
     ///
@@ -442,8 +659,28 @@ impl Handle {
         self.shared.pending()
     }
 
-    /// The timer's current time, from its clock.
-    pub(crate) fn now(&self) -> Instant {
+    /// Returns the current time by this timer's [`Clock`].
+    ///
+    /// For the default clock this is [`Instant::now`], which follows tokio's
+    /// paused time; for a [`ManualClock`](crate::clock::ManualClock), the
+    /// time it was last moved to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::{clock::ManualClock, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let clock = ManualClock::new();
+    /// let timer = Timer::builder().clock(clock.clone()).build();
+    /// let before = timer.handle().now();
+    /// clock.advance(Duration::from_secs(10));
+    /// assert_eq!(timer.handle().now() - before, Duration::from_secs(10));
+    /// # }
+    /// ```
+    pub fn now(&self) -> Instant {
         self.shared.now()
     }
 }

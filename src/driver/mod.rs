@@ -4,15 +4,20 @@
 //! # How time moves
 //!
 //! The driver is one tokio task per timer. It asks the wheel for the next
-//! due bucket, sleeps on a single `tokio::time::Sleep` until that bucket's
-//! instant, then flushes everything due and wakes the owners. Nothing ticks
+//! due bucket, waits on its [`Clock`]'s sleep (a single
+//! `tokio::time::Sleep` by default) until that bucket's instant, then
+//! flushes everything due: it wakes the owners of due sleeps, and runs due
+//! callbacks itself, earliest deadline first. Nothing ticks
 //! while nothing is due. When a registration creates a new earliest bucket
 //! the registering thread wakes the driver so it can sleep less; no other
 //! registration touches the driver.
 //!
-//! The tokio sleep is polled with a waker of our own ([`DriverWake`]) rather
-//! than the driver task's. When tokio's time driver fires it, that waker
-//! flushes the due entries right there, before tokio returns to any task.
+//! The clock's sleep is polled with a waker of our own ([`DriverWake`])
+//! rather than the driver task's. When tokio's time driver (or a manual
+//! clock being advanced) fires it, that waker flushes the due entries right
+//! there, before tokio returns to any task. Callbacks are not run there:
+//! they go to a ready queue that the driver task works through, so user
+//! code never runs inside tokio's time driver.
 //! This is what makes `tokio::time::advance(d).await` behave as it does for
 //! tokio's own timers: when it returns, every sleep due by then has been
 //! woken. Each flush is bounded ([`INLINE_BATCH`], [`DRIVER_BATCH`]); the
@@ -25,12 +30,16 @@
 //!   is only touched with the timer lock held.
 //! * Wakers are never woken, and never dropped, with the lock held: they are
 //!   moved out and handled after it is released.
-//! * The per-entry deadline words follow the rules in [`deadlines`].
+//! * The per-entry deadline words follow the rules in [`deadlines`]; the
+//!   scheduled callbacks' state, the rules in [`jobs`].
 //! * A slab key belongs to the sleep that registered it until that sleep
 //!   deregisters it (on drop), even after it fired; so a key is never reused
-//!   while anyone could still write its deadline word.
+//!   while anyone could still write its deadline word. A callback's key is
+//!   freed when it is found due or cancelled; nobody writes its word
+//!   without the lock.
 
 pub(crate) mod deadlines;
+pub(crate) mod jobs;
 pub(crate) mod registry;
 pub(crate) mod ticks;
 
@@ -39,11 +48,14 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use crate::clock::{Clock, ClockSleep};
+use crate::error::Error;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
 use crate::Instant;
 
 use self::deadlines::{DeadlineTable, Due, FIRED, SHUTDOWN};
+use self::jobs::{Job, ReadyQueue, Task, CANCELLED, EXPIRED, PENDING, UNFIRED};
 use self::ticks::{Ticks, NEVER};
 
 /// Most entries fired by the waker tokio calls, before it hands the rest to
@@ -70,21 +82,47 @@ pub(crate) enum Filing {
 pub(crate) struct Config {
     pub(crate) tick: Duration,
     pub(crate) wheel_size: usize,
+    /// Most pending entries before `schedule` refuses more.
+    pub(crate) max_pending: usize,
 }
 
+/// What a wheel entry is for.
+#[derive(Debug)]
+enum Slot {
+    /// A sleep: the waker to wake when it fires, taken when it does.
+    Sleep(Option<Waker>),
+    /// A scheduled callback.
+    Job(Job),
+}
+
+impl Slot {
+    /// The waker of a sleep's entry.
+    fn waker(&mut self) -> &mut Option<Waker> {
+        match self {
+            Slot::Sleep(waker) => waker,
+            Slot::Job(_) => unreachable!("a sleep's key holds a callback"),
+        }
+    }
+}
+
+/// A callback that never ran because its timer shut down; see
+/// [`Timer::shutdown`](crate::Timer::shutdown).
+pub(crate) type Unfired = Job;
 /// What the lock guards.
 #[derive(Debug)]
 struct State {
-    /// The entries; a value is the waker to wake when the entry fires, taken
-    /// when it does.
-    wheel: Wheel<Option<Waker>>,
+    /// The entries.
+    wheel: Wheel<Slot>,
+    /// Callbacks found due, waiting for the driver task.
+    ready: ReadyQueue,
     /// The tick the driver will next run at (its sleep's deadline, or sooner
     /// if it has been woken), or `None` if it waits for a registration.
     armed: Option<u64>,
     /// The driver task's waker.
     driver: Option<Waker>,
-    /// Entries whose word is an ordinary tick: registered, and neither
-    /// fired, removed, nor moved to a deadline that never comes.
+    /// Sleeps whose word is an ordinary tick (registered, and neither
+    /// fired, removed, nor moved to a deadline that never comes), plus
+    /// callbacks that have neither run nor been cancelled.
     pending: usize,
     shutdown: bool,
 }
@@ -96,17 +134,19 @@ pub(crate) struct Shared {
     deadlines: DeadlineTable,
     ticks: Ticks,
     config: Config,
+    clock: Arc<dyn Clock>,
     is_shutdown: AtomicBool,
 }
 
 impl Shared {
     /// Creates a timer's state and its driver future, which the caller must
     /// spawn on a runtime.
-    pub(crate) fn new(config: Config) -> (Arc<Shared>, Driver) {
-        let now = Instant::now();
+    pub(crate) fn new(config: Config, clock: Arc<dyn Clock>) -> (Arc<Shared>, Driver) {
+        let now = clock.now();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 wheel: Wheel::new(config.wheel_size),
+                ready: ReadyQueue::default(),
                 armed: None,
                 driver: None,
                 pending: 0,
@@ -115,16 +155,20 @@ impl Shared {
             deadlines: DeadlineTable::new(),
             ticks: Ticks::new(now, config.tick),
             config,
+            clock,
             is_shutdown: AtomicBool::new(false),
         });
         let wake = Waker::from(Arc::new(DriverWake {
             shared: Arc::downgrade(&shared),
         }));
         let driver = Driver {
+            // Made here rather than on the first poll so that a runtime
+            // without tokio's time driver fails in the caller, with tokio's
+            // message, not later inside the driver task.
+            sleep: Some(shared.clock.sleep_until(now)),
             shared: shared.clone(),
-            sleep: Box::pin(tokio::time::sleep_until(now)),
             wake,
-            sleeping_until: None,
+            sleeping_until: Some(0),
         };
         (shared, driver)
     }
@@ -135,7 +179,7 @@ impl Shared {
 
     /// The timer's clock.
     pub(crate) fn now(&self) -> Instant {
-        Instant::now()
+        self.clock.now()
     }
 
     pub(crate) fn ticks(&self) -> &Ticks {
@@ -175,7 +219,7 @@ impl Shared {
         if tick <= state.wheel.elapsed() {
             return Filing::Elapsed;
         }
-        let (key, due_at) = state.wheel.insert(tick, Some(waker.clone()));
+        let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(Some(waker.clone())));
         state.pending += 1;
         self.deadlines.ensure(key);
         self.deadlines.set(key, tick);
@@ -205,7 +249,7 @@ impl Shared {
         }
         let before = self.deadlines.get(key);
         let old_waker = if before == FIRED {
-            std::mem::replace(state.wheel.get_mut(key), waker.cloned())
+            std::mem::replace(state.wheel.get_mut(key).waker(), waker.cloned())
         } else {
             None
         };
@@ -244,7 +288,7 @@ impl Shared {
         if self.deadlines.get(key) == FIRED {
             return Filing::Elapsed;
         }
-        let old = state.wheel.get_mut(key).replace(waker.clone());
+        let old = state.wheel.get_mut(key).waker().replace(waker.clone());
         drop(state);
         drop(old);
         Filing::Filed { key }
@@ -256,9 +300,102 @@ impl Shared {
         if !state.shutdown && self.deadlines.get(key) < NEVER {
             state.pending -= 1;
         }
-        let waker = state.wheel.remove(key);
+        let slot = state.wheel.remove(key);
         drop(state);
-        drop(waker);
+        drop(slot);
+    }
+
+    /// Schedules `run` to run on the driver task at `deadline` (`tick` in
+    /// ticks; `NEVER` keeps it until it is cancelled or handed back by
+    /// shutdown).
+    pub(crate) fn schedule(
+        self: &Arc<Self>,
+        deadline: Instant,
+        tick: u64,
+        run: Box<dyn FnOnce() + Send + 'static>,
+    ) -> Result<Arc<Task>, Error> {
+        // Read the clock before taking the lock: a deadline already passed
+        // runs on the driver's next turn even if the driver lags the clock.
+        let due_now = tick < NEVER && self.is_due_now(tick);
+        let mut state = lock(&self.state);
+        if state.shutdown {
+            return Err(Error::Shutdown);
+        }
+        if state.pending >= self.config.max_pending {
+            return Err(Error::AtCapacity);
+        }
+        state.pending += 1;
+        let task = Arc::new(Task::new(
+            deadline,
+            state.wheel.vacant_key(),
+            Arc::downgrade(self),
+        ));
+        let job = Job {
+            task: task.clone(),
+            run,
+        };
+        let driver = if due_now || tick <= state.wheel.elapsed() {
+            task.set_state(EXPIRED);
+            state.ready.push(job);
+            state.driver.clone()
+        } else if tick >= NEVER {
+            state.wheel.insert_unfiled(NEVER, Slot::Job(job));
+            None
+        } else {
+            let (key, due_at) = state.wheel.insert(tick, Slot::Job(job));
+            debug_assert_eq!(key, task.key);
+            self.deadlines.ensure(key);
+            self.deadlines.set(key, tick);
+            self.note_due_at(&mut state, due_at)
+        };
+        drop(state);
+        wake(driver);
+        Ok(task)
+    }
+
+    /// Cancels `task`'s callback. Returns `true` if this call stopped it
+    /// from running.
+    pub(crate) fn cancel(&self, task: &Task) -> bool {
+        if task.state() != PENDING {
+            return false;
+        }
+        let mut state = lock(&self.state);
+        if task.state() != PENDING {
+            // Found due, cancelled or handed back since we looked.
+            return false;
+        }
+        task.set_state(CANCELLED);
+        state.pending -= 1;
+        let slot = state.wheel.remove(task.key);
+        drop(state);
+        drop(slot);
+        true
+    }
+
+    /// Runs up to `budget` due callbacks, earliest deadline first, outside
+    /// the lock. Returns `true` if more are waiting.
+    fn run_ready(&self, budget: usize) -> bool {
+        let mut batch = Vec::with_capacity(WAKE_CHUNK);
+        let mut ran = 0;
+        loop {
+            let mut state = lock(&self.state);
+            if state.shutdown {
+                return false;
+            }
+            while batch.len() < WAKE_CHUNK && ran + batch.len() < budget {
+                let Some(job) = state.ready.pop() else { break };
+                batch.push(job);
+            }
+            // Room comes back as the callbacks start to run.
+            state.pending -= batch.len();
+            let more = !state.ready.is_empty();
+            drop(state);
+            ran += batch.len();
+            batch.drain(..).for_each(Job::run);
+            if !more || ran >= budget {
+                return more;
+            }
+        }
     }
 
     /// Records that an entry will come out of the wheel at `due_at`; if that
@@ -284,10 +421,11 @@ impl Shared {
         let mut wakers: Vec<Waker> = Vec::with_capacity(WAKE_CHUNK);
         let mut fired = 0;
         loop {
-            let mut state = lock(&self.state);
-            if state.shutdown {
+            let mut guard = lock(&self.state);
+            if guard.shutdown {
                 return Flushed::Shutdown;
             }
+            let state = &mut *guard;
             // Another flush (the inline one, or the driver task on another
             // worker) may have read the clock later and moved the wheel past
             // our `now` between two of our chunks. The wheel's time is never
@@ -297,7 +435,8 @@ impl Shared {
             // back into the due list, forever.
             let now = now.max(state.wheel.elapsed());
             let mut drained = false;
-            while wakers.len() < WAKE_CHUNK {
+            // Bounded per lock hold: callbacks found due add no waker.
+            for _ in 0..WAKE_CHUNK {
                 let Some(key) = state.wheel.poll(now) else {
                     drained = true;
                     break;
@@ -306,10 +445,20 @@ impl Shared {
                     Due::Later(tick) => {
                         state.wheel.reset(key, tick);
                     }
-                    Due::Fire => {
-                        state.pending -= 1;
-                        wakers.extend(state.wheel.get_mut(key).take());
-                    }
+                    Due::Fire => match state.wheel.get_mut(key) {
+                        Slot::Sleep(waker) => {
+                            state.pending -= 1;
+                            wakers.extend(waker.take());
+                        }
+                        Slot::Job(_) => {
+                            // Still pending until it runs; cancel now fails.
+                            let Slot::Job(job) = state.wheel.remove(key) else {
+                                unreachable!()
+                            };
+                            job.task.set_state(EXPIRED);
+                            state.ready.push(job);
+                        }
+                    },
                 }
                 fired += 1;
             }
@@ -320,7 +469,7 @@ impl Shared {
             } else {
                 None
             };
-            drop(state);
+            drop(guard);
             wakers.drain(..).for_each(Waker::wake);
             match next {
                 Some(next) => return Flushed::Until(next),
@@ -352,28 +501,45 @@ impl Shared {
     }
 
     /// Stops the timer: nothing fires any more, every pending sleep's owner
-    /// is woken (its next poll reports the shutdown), and the driver ends.
-    /// Idempotent.
-    pub(crate) fn shutdown(&self) {
-        let mut state = lock(&self.state);
-        if state.shutdown {
-            return;
+    /// is woken (its next poll reports the shutdown), the driver ends, and
+    /// the callbacks that never ran are returned, earliest deadline first.
+    /// Idempotent: later calls return nothing.
+    pub(crate) fn shutdown(&self) -> Vec<Unfired> {
+        let mut guard = lock(&self.state);
+        if guard.shutdown {
+            return Vec::new();
         }
+        let state = &mut *guard;
         state.shutdown = true;
         state.pending = 0;
         self.is_shutdown.store(true, Ordering::Release);
         let mut wakers = Vec::new();
-        for (key, waker) in state.wheel.iter_mut() {
-            if self.deadlines.get(key) != FIRED {
-                self.deadlines.set(key, SHUTDOWN);
+        let mut job_keys = Vec::new();
+        for (key, slot) in state.wheel.iter_mut() {
+            match slot {
+                Slot::Sleep(waker) => {
+                    if self.deadlines.get(key) != FIRED {
+                        self.deadlines.set(key, SHUTDOWN);
+                    }
+                    wakers.extend(waker.take());
+                }
+                Slot::Job(_) => job_keys.push(key),
             }
-            wakers.extend(waker.take());
         }
         state.wheel.unfile_all();
+        let mut unfired: Vec<Unfired> = state.ready.drain().collect();
+        for key in job_keys {
+            if let Slot::Job(job) = state.wheel.remove(key) {
+                unfired.push(job);
+            }
+        }
+        unfired.iter().for_each(|job| job.task.set_state(UNFIRED));
         state.armed = None;
         wakers.extend(state.driver.take());
-        drop(state);
+        drop(guard);
         wakers.into_iter().for_each(Waker::wake);
+        unfired.sort_by_key(|job| job.task.deadline);
+        unfired
     }
 }
 
@@ -418,12 +584,20 @@ impl Wake for DriverWake {
 ///
 /// Dropping it (the runtime shutting down, for instance) shuts the timer
 /// down.
-#[derive(Debug)]
 pub(crate) struct Driver {
     shared: Arc<Shared>,
-    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The clock's sleep until `sleeping_until`, made anew when that changes.
+    sleep: Option<ClockSleep>,
     wake: Waker,
     sleeping_until: Option<u64>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("sleeping_until", &self.sleeping_until)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Future for Driver {
@@ -434,25 +608,33 @@ impl Future for Driver {
             return Poll::Ready(());
         }
         loop {
-            let next = match self.shared.flush(DRIVER_BATCH) {
+            let flushed = self.shared.flush(DRIVER_BATCH);
+            // Callbacks found due by this flush, or by an inline one.
+            let more_ready = self.shared.run_ready(DRIVER_BATCH);
+            let next = match flushed {
                 Flushed::Shutdown => return Poll::Ready(()),
-                Flushed::More => {
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
+                Flushed::More => None,
                 Flushed::Until(next) => next,
             };
+            if more_ready || flushed == Flushed::More {
+                // Yield between batches so the worker serves other tasks.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             let Some(at) = next.and_then(|tick| self.shared.ticks.instant_of(tick)) else {
                 // Nothing is due, ever: wait for a registration to wake us.
+                self.sleep = None;
+                self.sleeping_until = None;
                 return Poll::Pending;
             };
             let this = &mut *self;
-            if this.sleeping_until != next {
-                this.sleep.as_mut().reset(at);
+            if this.sleeping_until != next || this.sleep.is_none() {
+                this.sleep = Some(this.shared.clock.sleep_until(at));
                 this.sleeping_until = next;
             }
+            let sleep = this.sleep.as_mut().expect("armed just above");
             let mut inline = Context::from_waker(&this.wake);
-            if this.sleep.as_mut().poll(&mut inline).is_pending() {
+            if sleep.as_mut().poll(&mut inline).is_pending() {
                 return Poll::Pending;
             }
             // Already due (time moved while we flushed): go round again.
@@ -461,8 +643,10 @@ impl Future for Driver {
 }
 
 impl Drop for Driver {
+    /// The runtime is dropping the driver task: shut the timer down. The
+    /// callbacks that never ran are dropped.
     fn drop(&mut self) {
-        self.shared.shutdown();
+        drop(self.shared.shutdown());
     }
 }
 
@@ -474,12 +658,12 @@ mod tests {
     /// time must not spin on an entry due between the two.
     #[tokio::test]
     async fn flush_with_a_stale_now_terminates() {
-        let (shared, driver) = Shared::new(Config::default());
+        let (shared, driver) = Shared::new(Config::default(), Arc::new(crate::clock::TokioClock));
         let key = {
             let mut state = lock(&shared.state);
             assert_eq!(state.wheel.poll(10), None);
             // Due at 8: the wheel, at 10, puts it straight in the due list.
-            let (key, _) = state.wheel.insert(8, Some(Waker::noop().clone()));
+            let (key, _) = state.wheel.insert(8, Slot::Sleep(Some(Waker::noop().clone())));
             state.pending += 1;
             shared.deadlines.ensure(key);
             shared.deadlines.set(key, 8);

@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use tokio::runtime::{Handle as RuntimeHandle, Id as RuntimeId};
 
 use super::{Config, Shared};
+use crate::clock::TokioClock;
 use crate::sync::{lock, Arc, Mutex, Weak};
 use crate::Handle;
 
@@ -67,7 +68,7 @@ fn find_or_start(runtime: &RuntimeHandle, id: RuntimeId) -> Handle {
     {
         return Handle { shared };
     }
-    let (shared, driver) = Shared::new(Config::default());
+    let (shared, driver) = Shared::new(Config::default(), Arc::new(TokioClock));
     defaults.push((id, Arc::downgrade(&shared)));
     drop(defaults);
     // Spawning onto a runtime that is shutting down drops the driver at

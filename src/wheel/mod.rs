@@ -134,14 +134,25 @@ impl<T> Wheel<T> {
     /// bucket queue (its bucket's start, or the current time if it is already
     /// due), so the caller can tell whether its sleep must be shortened.
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> (Key, u64) {
-        let key = self.entries.insert(Entry {
+        let key = self.insert_unfiled(deadline, value);
+        let due_at = self.file(key);
+        (key, due_at)
+    }
+
+    /// Adds an entry due at `deadline` without filing it: it will not come
+    /// due until it is reset (for entries whose deadline never comes).
+    pub(crate) fn insert_unfiled(&mut self, deadline: u64, value: T) -> Key {
+        self.entries.insert(Entry {
             value,
             deadline,
             links: Links::UNLINKED,
             place: Place::Unfiled,
-        });
-        let due_at = self.file(key);
-        (key, due_at)
+        })
+    }
+
+    /// The key the next insertion will get.
+    pub(crate) fn vacant_key(&self) -> Key {
+        self.entries.vacant_key()
     }
 
     /// Moves an entry to a new deadline (earlier or later), filing it again
