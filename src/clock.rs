@@ -114,12 +114,22 @@ impl Clock for TokioClock {
 /// [`Builder::clock`](crate::Builder::clock), and move time with
 /// [`advance`](ManualClock::advance) or [`set`](ManualClock::set).
 ///
-/// Moving the clock wakes the timers running on it at once, on the calling
-/// thread: by the time `advance` returns, every sleep that became due has
-/// been woken, in deadline order (the first 1 024 of them; any more are
-/// woken by the driver task in batches). Scheduled callbacks run on the
-/// timer's driver task, so they run when the caller next yields to the
-/// runtime (any `.await` that is pending, or `tokio::task::yield_now()`).
+/// Moving the clock fires everything that became due, in deadline order,
+/// before control returns to the caller's next await that yields to the
+/// runtime (one that is pending, or `tokio::task::yield_now()`):
+///
+/// * A timer whose driver task is waiting on the clock is woken by the
+///   move itself, on the calling thread: by the time `advance` returns,
+///   its due sleeps have been woken (the first 1 024 of them; the driver
+///   task wakes any more in batches).
+/// * A timer whose driver has not run since a sleep was registered (the
+///   caller has not yielded since) fires it when the driver next runs,
+///   which is before the caller's next yielding await resumes.
+/// * Scheduled callbacks always run on the driver task, so they run when
+///   the caller next yields.
+///
+/// A due sleep never waits for the driver anyway: polling it checks the
+/// clock.
 ///
 /// # Examples
 ///

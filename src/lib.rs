@@ -24,6 +24,18 @@
 //! Unlike tokio's, [`Sleep`] is [`Unpin`] and [`Timeout<F>`] is `Unpin` when
 //! `F` is.
 //!
+//! Beyond the drop-in:
+//!
+//! * [`Timer`] builds a timer of your own ([`Builder::tick`],
+//!   [`Builder::wheel_size`], [`Builder::max_pending`], [`Builder::clock`]);
+//!   its [`Handle`] has the same constructors.
+//! * [`Handle::schedule`] runs a callback at a deadline, in the manner of
+//!   Kafka's `SystemTimer` and Netty's `HashedWheelTimer`: cancel it with
+//!   [`Scheduled::cancel`], and get back the ones that never ran from
+//!   [`Timer::shutdown`].
+//! * The [`clock`] module makes the time source pluggable: tokio's clock by
+//!   default, or a [`ManualClock`](clock::ManualClock) for simulations.
+//!
 //! # Design
 //!
 //! Each timer is a hierarchy of timing wheels in the style of Kafka's
@@ -40,7 +52,7 @@
 //!   and a timer costs no allocation of its own.
 //!
 //! The synchronous core lives in `src/wheel/` (it reads no clock and takes no
-//! lock); `src/driver/` runs it on tokio.
+//! lock); `src/driver/` runs it on tokio, through a [`clock::Clock`].
 //!
 //! # Differences from `tokio::time`
 //!
