@@ -663,7 +663,9 @@ mod tests {
             let mut state = lock(&shared.state);
             assert_eq!(state.wheel.poll(10), None);
             // Due at 8: the wheel, at 10, puts it straight in the due list.
-            let (key, _) = state.wheel.insert(8, Slot::Sleep(Some(Waker::noop().clone())));
+            let (key, _) = state
+                .wheel
+                .insert(8, Slot::Sleep(Some(Waker::noop().clone())));
             state.pending += 1;
             shared.deadlines.ensure(key);
             shared.deadlines.set(key, 8);
