@@ -258,7 +258,6 @@ impl Sleep {
                 }
                 return Poll::Pending;
             }
-            None if shared.is_due_now(self.tick) => Filing::Elapsed,
             None => shared.register(self.tick, cx.waker()),
             Some(key) => match shared.deadlines().get(key) {
                 FIRED => Filing::Elapsed,

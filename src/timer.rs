@@ -407,6 +407,7 @@ impl Handle {
     /// ```
     pub fn sleep(&self, duration: Duration) -> Sleep {
         let now = self.shared.now();
+        self.shared.observe(now);
         match now.checked_add(duration) {
             Some(deadline) => Sleep::new(self.clone(), deadline),
             None => Sleep::never(self.clone(), far_future(now)),

@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, ClockSleep};
 use crate::error::Error;
-use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering, Weak};
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
 use crate::Instant;
 
@@ -135,6 +135,10 @@ pub(crate) struct Shared {
     ticks: Ticks,
     config: Config,
     clock: Arc<dyn Clock>,
+    /// A tick the clock is known to have reached: the latest reading taken
+    /// for a new sleep (the wheel's own time covers the driver's). A lower
+    /// bound of the real time, so "due by the hint" is never early.
+    now_hint: AtomicU64,
     is_shutdown: AtomicBool,
 }
 
@@ -156,6 +160,7 @@ impl Shared {
             ticks: Ticks::new(now, config.tick),
             config,
             clock,
+            now_hint: AtomicU64::new(0),
             is_shutdown: AtomicBool::new(false),
         });
         let wake = Waker::from(Arc::new(DriverWake {
@@ -200,6 +205,16 @@ impl Shared {
         lock(&self.state).pending
     }
 
+    /// Records a clock reading taken for a new sleep, so registrations can
+    /// tell that a deadline has passed without reading the clock again.
+    pub(crate) fn observe(&self, now: Instant) {
+        let tick = self.ticks.now_tick(now);
+        // Load first: the line is written about once per tick, not per call.
+        if self.now_hint.load(Ordering::Relaxed) < tick {
+            self.now_hint.fetch_max(tick, Ordering::Relaxed);
+        }
+    }
+
     /// Whether `tick` has already been reached, by the clock.
     ///
     /// Registrations and locked resets ask this so that a deadline already
@@ -210,13 +225,29 @@ impl Shared {
         self.ticks.now_tick(self.now()) >= tick
     }
 
-    /// Files a new entry due at `tick` that wakes `waker`.
+    /// Files a new entry due at `tick` that wakes `waker`, or reports that
+    /// its deadline has already been reached.
     pub(crate) fn register(&self, tick: u64, waker: &Waker) -> Filing {
         let mut state = lock(&self.state);
         if state.shutdown {
             return Filing::Shutdown;
         }
-        if tick <= state.wheel.elapsed() {
+        let known_now = state
+            .wheel
+            .elapsed()
+            .max(self.now_hint.load(Ordering::Relaxed));
+        if tick <= known_now {
+            return Filing::Elapsed;
+        }
+        // A deadline the timer has not seen pass may still have passed: the
+        // wheel's time only moves when something is due. If the driver is
+        // armed for this tick or earlier, its turn comes no later than this
+        // entry's, so the entry fires then, without a clock read here (the
+        // common case: guards registered behind the earliest one; tokio
+        // behaves so too). Otherwise (the driver idle, or armed later)
+        // nothing would move the wheel in time, so ask the clock.
+        let driver_comes_first = state.armed.is_some_and(|armed| armed <= tick);
+        if !driver_comes_first && self.is_due_now(tick) {
             return Filing::Elapsed;
         }
         let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(Some(waker.clone())));

@@ -17,6 +17,8 @@ pub(crate) const NEVER: u64 = u64::MAX - 2;
 pub(crate) struct Ticks {
     origin: Instant,
     tick_ns: u64,
+    /// `u64::MAX / tick_ns`: dividing by a multiplication (see [`Ticks::div`]).
+    reciprocal: u64,
 }
 
 impl Ticks {
@@ -25,7 +27,28 @@ impl Ticks {
     pub(crate) fn new(origin: Instant, tick: Duration) -> Ticks {
         let tick_ns = u64::try_from(tick.as_nanos()).expect("tick checked by the builder");
         assert!(tick_ns > 0, "tick checked by the builder");
-        Ticks { origin, tick_ns }
+        Ticks {
+            origin,
+            tick_ns,
+            reciprocal: u64::MAX / tick_ns,
+        }
+    }
+
+    /// `(nanos / tick_ns, nanos % tick_ns)`, without a division instruction.
+    ///
+    /// Every registration converts instants to ticks, and a 64-bit division
+    /// costs tens of cycles. With `r = floor((2^64 - 1) / d)`, the estimate
+    /// `q = floor(n * r / 2^64)` is at most the true quotient and at most
+    /// two below it (`n / d - n * r / 2^64 <= n / 2^64 < 1`, plus one for
+    /// flooring), so at most two correction steps make it exact.
+    fn div(&self, nanos: u64) -> (u64, u64) {
+        let mut quotient = ((u128::from(nanos) * u128::from(self.reciprocal)) >> 64) as u64;
+        let mut rem = nanos - quotient * self.tick_ns;
+        while rem >= self.tick_ns {
+            quotient += 1;
+            rem -= self.tick_ns;
+        }
+        (quotient, rem)
     }
 
     /// The first tick boundary at or after `deadline`; `NEVER` if that is
@@ -37,7 +60,10 @@ impl Ticks {
         // 64-bit division when the span fits (584 years), 128-bit beyond:
         // this runs on every registration.
         let ticks = match u64::try_from(since.as_nanos()) {
-            Ok(nanos) => u128::from(nanos.div_ceil(self.tick_ns)),
+            Ok(nanos) => {
+                let (quotient, rem) = self.div(nanos);
+                u128::from(quotient + u64::from(rem > 0))
+            }
             Err(_) => since.as_nanos().div_ceil(u128::from(self.tick_ns)),
         };
         u64::try_from(ticks).map_or(NEVER, |t| t.min(NEVER))
@@ -47,7 +73,7 @@ impl Ticks {
     pub(crate) fn now_tick(&self, now: Instant) -> u64 {
         let since = now.saturating_duration_since(self.origin);
         let ticks = match u64::try_from(since.as_nanos()) {
-            Ok(nanos) => u128::from(nanos / self.tick_ns),
+            Ok(nanos) => u128::from(self.div(nanos).0),
             Err(_) => since.as_nanos() / u128::from(self.tick_ns),
         };
         u64::try_from(ticks).map_or(NEVER - 1, |t| t.min(NEVER - 1))
@@ -101,6 +127,28 @@ mod tests {
                 ticks.now_tick(fires_at - Duration::from_nanos(1)),
                 tick.saturating_sub(1)
             );
+        }
+    }
+
+    #[test]
+    fn division_by_reciprocal_is_exact() {
+        let origin = Instant::now();
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut divisors = vec![1, 2, 3, 7, 999_999, 1_000_000, 1_500_000, 10_000_000, u64::MAX];
+        divisors.extend((0..200).map(|_| (next() >> (next() % 64)).max(1)));
+        for d in divisors {
+            let ticks = Ticks::new(origin, Duration::from_nanos(d));
+            let mut numerators = vec![0, 1, d - 1, d, d.wrapping_add(1), u64::MAX, u64::MAX - 1];
+            numerators.extend((0..500).map(|_| next() >> (next() % 64)));
+            for n in numerators {
+                assert_eq!(ticks.div(n), (n / d, n % d), "{n} / {d}");
+            }
         }
     }
 
