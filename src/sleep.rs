@@ -48,8 +48,9 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// Waits until `deadline` is reached.
 ///
 /// Completes at the first tick of the timer at or after `deadline`, never
-/// before it; a deadline already passed completes on the first poll. Uses
-/// the current runtime's default timer.
+/// before it; a deadline already passed completes on the first poll (or, if
+/// the timer's driver is just then due to run for an earlier deadline, on
+/// that run). Uses the current runtime's default timer.
 ///
 /// # Panics
 ///
