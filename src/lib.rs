@@ -57,12 +57,10 @@
 //! # Differences from `tokio::time`
 //!
 //! * [`Sleep`] is [`Unpin`]; [`Timeout<F>`] is `Unpin` when `F` is.
-//! * A sleep whose deadline had passed when it was created completes on its
-//!   first poll. One whose deadline passed between creation and first poll
-//!   completes on that poll too, except while the timer's driver is about to
-//!   run for an earlier deadline: then on that run (tokio's guarantee is
-//!   relative to its driver's last turn in the same way). This saves the
-//!   guard path a second clock read.
+//! * A sleep whose deadline has passed completes on its first poll, unless
+//!   the timer's driver is just then due to run for an earlier deadline:
+//!   then on that run. (tokio's guarantee is relative to its driver's last
+//!   turn in the same way.) This spares the guard path a second clock read.
 //! * `sleep(Duration::MAX)`, or any deadline `Instant` cannot represent,
 //!   never completes and occupies no slot (tokio clamps it to about two
 //!   years).
