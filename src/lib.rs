@@ -91,6 +91,7 @@ pub mod error;
 mod interval;
 mod schedule;
 mod sleep;
+mod stats;
 mod sync;
 mod timeout;
 mod timer;
@@ -100,6 +101,7 @@ pub use crate::error::Error;
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use crate::schedule::{Scheduled, Unfired};
 pub use crate::sleep::{sleep, sleep_until, Sleep};
+pub use crate::stats::Stats;
 pub use crate::timeout::{timeout, timeout_at, Timeout};
 pub use crate::timer::{Builder, Handle, Timer};
 

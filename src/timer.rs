@@ -10,7 +10,7 @@ use crate::driver::{registry, Config, Shared};
 use crate::error::Error;
 use crate::schedule::{Scheduled, Unfired};
 use crate::sync::Arc;
-use crate::{Instant, Interval, Sleep, Timeout};
+use crate::{Instant, Interval, Sleep, Stats, Timeout};
 
 /// The largest accepted `wheel_size`: each level allocates this many buckets.
 const MAX_WHEEL_SIZE: usize = 1 << 20;
@@ -658,6 +658,30 @@ impl Handle {
     /// ```
     pub fn pending(&self) -> usize {
         self.shared.pending()
+    }
+
+    /// Returns a snapshot of this timer's counters: driver wakeups, timers
+    /// fired, entries cascaded between wheels, and timers pending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::Timer;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = Timer::new();
+    /// let handle = timer.handle();
+    /// // Far enough out to sit in an overflow wheel first.
+    /// handle.sleep(Duration::from_secs(10)).await;
+    /// let stats = handle.stats();
+    /// assert_eq!(stats.fired, 1);
+    /// assert!(stats.cascaded >= 1);
+    /// # }
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.shared.counters().into()
     }
 
     /// Returns the current time by this timer's [`Clock`].

@@ -309,3 +309,47 @@ async fn reset_after_shutdown_does_not_panic_but_poll_does() {
         assert!(panic_message(&*panic).contains("shut down"));
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn stats_count_wakeups_fires_and_cascades() {
+    let timer = Timer::new();
+    let handle = timer.handle();
+    let before = handle.stats();
+    assert_eq!((before.fired, before.cascaded, before.pending), (0, 0, 0));
+
+    // 1 000 sleeps an hour out, all registered.
+    let mut far: Vec<_> = (0..1_000u64)
+        .map(|i| task::spawn(handle.sleep(Duration::from_secs(3_600) + ms(i))))
+        .collect();
+    for sleep in &mut far {
+        assert_pending!(sleep.poll());
+    }
+    tokio::task::yield_now().await;
+    let registered = handle.stats();
+    assert_eq!(registered.pending, 1_000);
+
+    // Idle: ten seconds with nothing due wake the driver not once.
+    time::advance(Duration::from_secs(10)).await;
+    tokio::task::yield_now().await;
+    let idle = handle.stats();
+    assert_eq!(
+        idle.wakeups, registered.wakeups,
+        "the driver woke while idle"
+    );
+    assert_eq!(idle.fired, 0);
+
+    // When they come due they cascade down the wheels and fire.
+    time::advance(Duration::from_secs(3_600)).await;
+    // Polling 1 000 ready sleeps in one go exceeds tokio's coop budget.
+    tokio::task::unconstrained(async {
+        for sleep in &mut far {
+            assert_ready!(sleep.poll());
+        }
+    })
+    .await;
+    let done = handle.stats();
+    assert_eq!(done.fired, 1_000);
+    assert_eq!(done.pending, 0);
+    assert!(done.cascaded >= 1_000, "{done:?}");
+    assert!(done.wakeups > idle.wakeups);
+}

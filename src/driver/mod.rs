@@ -124,7 +124,20 @@ struct State {
     /// fired, removed, nor moved to a deadline that never comes), plus
     /// callbacks that have neither run nor been cancelled.
     pending: usize,
+    /// Flushes run: the driver's turns (see [`crate::Stats`]).
+    wakeups: u64,
+    /// Entries fired: sleeps woken and callbacks found due.
+    fired: u64,
     shutdown: bool,
+}
+
+/// A snapshot of a timer's counters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counters {
+    pub(crate) wakeups: u64,
+    pub(crate) fired: u64,
+    pub(crate) cascaded: u64,
+    pub(crate) pending: usize,
 }
 
 /// The state one timer shares between its handles, sleeps and driver.
@@ -154,6 +167,8 @@ impl Shared {
                 armed: None,
                 driver: None,
                 pending: 0,
+                wakeups: 0,
+                fired: 0,
                 shutdown: false,
             }),
             deadlines: DeadlineTable::new(),
@@ -203,6 +218,17 @@ impl Shared {
     /// removed.
     pub(crate) fn pending(&self) -> usize {
         lock(&self.state).pending
+    }
+
+    /// The timer's counters, read under the lock so they agree.
+    pub(crate) fn counters(&self) -> Counters {
+        let state = lock(&self.state);
+        Counters {
+            wakeups: state.wakeups,
+            fired: state.fired,
+            cascaded: state.wheel.cascaded(),
+            pending: state.pending,
+        }
     }
 
     /// Records a clock reading taken for a new sleep, so registrations can
@@ -451,12 +477,14 @@ impl Shared {
     fn flush_at(&self, now: u64, budget: usize) -> Flushed {
         let mut wakers: Vec<Waker> = Vec::with_capacity(WAKE_CHUNK);
         let mut fired = 0;
+        let mut first = true;
         loop {
             let mut guard = lock(&self.state);
             if guard.shutdown {
                 return Flushed::Shutdown;
             }
             let state = &mut *guard;
+            state.wakeups += u64::from(std::mem::take(&mut first));
             // Another flush (the inline one, or the driver task on another
             // worker) may have read the clock later and moved the wheel past
             // our `now` between two of our chunks. The wheel's time is never
@@ -476,20 +504,23 @@ impl Shared {
                     Due::Later(tick) => {
                         state.wheel.reset(key, tick);
                     }
-                    Due::Fire => match state.wheel.get_mut(key) {
-                        Slot::Sleep(waker) => {
-                            state.pending -= 1;
-                            wakers.extend(waker.take());
+                    Due::Fire => {
+                        state.fired += 1;
+                        match state.wheel.get_mut(key) {
+                            Slot::Sleep(waker) => {
+                                state.pending -= 1;
+                                wakers.extend(waker.take());
+                            }
+                            Slot::Job(_) => {
+                                // Pending until it runs; cancel now fails.
+                                let Slot::Job(job) = state.wheel.remove(key) else {
+                                    unreachable!()
+                                };
+                                job.task.set_state(EXPIRED);
+                                state.ready.push(job);
+                            }
                         }
-                        Slot::Job(_) => {
-                            // Still pending until it runs; cancel now fails.
-                            let Slot::Job(job) = state.wheel.remove(key) else {
-                                unreachable!()
-                            };
-                            job.task.set_state(EXPIRED);
-                            state.ready.push(job);
-                        }
-                    },
+                    }
                 }
                 fired += 1;
             }

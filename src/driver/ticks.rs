@@ -140,7 +140,17 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let mut divisors = vec![1, 2, 3, 7, 999_999, 1_000_000, 1_500_000, 10_000_000, u64::MAX];
+        let mut divisors = vec![
+            1,
+            2,
+            3,
+            7,
+            999_999,
+            1_000_000,
+            1_500_000,
+            10_000_000,
+            u64::MAX,
+        ];
         divisors.extend((0..200).map(|_| (next() >> (next() % 64)).max(1)));
         for d in divisors {
             let ticks = Ticks::new(origin, Duration::from_nanos(d));

@@ -89,6 +89,8 @@ pub(crate) struct Wheel<T> {
     /// flushed, or the last `now` passed to `poll`, whichever is later.
     elapsed: u64,
     wheel_size: u64,
+    /// Entries moved from a coarse bucket into a finer one, ever.
+    cascaded: u64,
 }
 
 impl<T> Wheel<T> {
@@ -108,12 +110,19 @@ impl<T> Wheel<T> {
             due: List::new(),
             elapsed: 0,
             wheel_size,
+            cascaded: 0,
         }
     }
 
     /// The wheel's current time, in ticks.
     pub(crate) fn elapsed(&self) -> u64 {
         self.elapsed
+    }
+
+    /// How many entries have been reinserted from a coarse bucket into a
+    /// finer one (not counting those that became due).
+    pub(crate) fn cascaded(&self) -> u64 {
+        self.cascaded
     }
 
     /// How many entries the wheel holds, filed or not.
@@ -299,6 +308,9 @@ impl<T> Wheel<T> {
         while let Some(key) = list.pop_front(&mut self.entries) {
             self.entries[key].place = Place::Unfiled;
             self.file(key);
+            if self.entries[key].place != Place::Due {
+                self.cascaded += 1;
+            }
         }
     }
 
