@@ -104,7 +104,7 @@ impl Clock for TokioClock {
     }
 
     fn sleep_until(&self, deadline: Instant) -> ClockSleep {
-        Box::pin(tokio::time::sleep_until(deadline))
+        crate::rt::sleep_until(deadline)
     }
 }
 

@@ -89,6 +89,7 @@ pub mod clock;
 mod driver;
 pub mod error;
 mod interval;
+mod rt;
 mod schedule;
 mod sleep;
 mod stats;
@@ -97,6 +98,9 @@ mod timeout;
 mod timer;
 mod wheel;
 
+#[cfg(loom)]
+#[doc(hidden)]
+pub use crate::driver::loom_api as __loom;
 pub use crate::error::Error;
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use crate::schedule::{Scheduled, Unfired};
@@ -107,4 +111,4 @@ pub use crate::timer::{Builder, Handle, Timer};
 
 /// A measurement of a monotonically nondecreasing clock: tokio's, so that
 /// paused time applies.
-pub use tokio::time::Instant;
+pub use crate::rt::Instant;

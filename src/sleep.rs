@@ -299,7 +299,7 @@ impl Future for Sleep {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // Take part in tokio's cooperative scheduling, as tokio's own timer
         // does, so a busy `select!` loop cannot starve its neighbours.
-        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        let coop = ready!(crate::rt::poll_proceed(cx));
         let poll = self.poll_elapsed(cx);
         if poll.is_ready() {
             coop.made_progress();

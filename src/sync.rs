@@ -5,8 +5,22 @@
 //! (`RUSTFLAGS="--cfg loom"`) can swap in loom's checked versions without
 //! touching the code it checks.
 
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering},
+    Mutex, MutexGuard,
+};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering},
+    Mutex, MutexGuard,
+};
+
+// Not modelled: reference counts and one-time initialisation are std's own
+// business (loom has no `Weak` or `OnceLock`); the timer's invariants live
+// in the mutex-guarded state and the atomics above.
+pub(crate) use std::sync::{Arc, OnceLock, Weak};
 
 /// Locks `mutex`, ignoring poisoning.
 ///

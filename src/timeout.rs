@@ -153,14 +153,14 @@ impl<F: Future> Future for Timeout<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let me = self.project();
-        let had_budget = tokio::task::coop::has_budget_remaining();
+        let had_budget = crate::rt::has_budget_remaining();
         if let Poll::Ready(value) = me.value.poll(cx) {
             return Poll::Ready(Ok(value));
         }
         // If the inner future spent the last of the task's budget, check the
         // deadline anyway: a timeout must be able to fire around a busy
         // future (tokio makes the same exception).
-        let poll = if had_budget && !tokio::task::coop::has_budget_remaining() {
+        let poll = if had_budget && !crate::rt::has_budget_remaining() {
             me.delay.poll_elapsed(cx)
         } else {
             Pin::new(me.delay).poll(cx)

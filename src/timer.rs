@@ -333,15 +333,15 @@ impl Builder {
             (2..=MAX_WHEEL_SIZE).contains(&wheel_size),
             "tiered-timer: wheel_size must be between 2 and {MAX_WHEEL_SIZE}, got {wheel_size}"
         );
-        let runtime = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => runtime,
-            Err(_) => panic!(
+        let runtime = match crate::rt::Runtime::try_current() {
+            Some(runtime) => runtime,
+            None => panic!(
                 "tiered-timer: `Builder::build` must be called from the context of a Tokio 1.x \
                  runtime, which runs the timer's driver task"
             ),
         };
         let (shared, driver) = Shared::new(self.config, self.clock);
-        drop(runtime.spawn(driver));
+        runtime.spawn(driver);
         Timer {
             handle: Handle { shared },
         }

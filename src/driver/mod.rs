@@ -40,6 +40,8 @@
 
 pub(crate) mod deadlines;
 pub(crate) mod jobs;
+#[cfg(loom)]
+pub mod loom_api;
 pub(crate) mod registry;
 pub(crate) mod ticks;
 

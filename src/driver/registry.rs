@@ -12,12 +12,13 @@
 
 use std::cell::RefCell;
 
-use tokio::runtime::{Handle as RuntimeHandle, Id as RuntimeId};
-
 use super::{Config, Shared};
 use crate::clock::TokioClock;
-use crate::sync::{lock, Arc, Mutex, Weak};
+use crate::rt::{Runtime, RuntimeId};
+use crate::sync::{Arc, Weak};
+// Process-wide bookkeeping, not part of what loom models: plain std.
 use crate::Handle;
+use std::sync::Mutex;
 
 static DEFAULTS: Mutex<Vec<(RuntimeId, Weak<Shared>)>> = Mutex::new(Vec::new());
 
@@ -32,9 +33,9 @@ thread_local! {
 /// Outside a tokio runtime.
 #[track_caller]
 pub(crate) fn current() -> Handle {
-    let runtime = match RuntimeHandle::try_current() {
-        Ok(runtime) => runtime,
-        Err(_) => panic!(
+    let runtime = match Runtime::try_current() {
+        Some(runtime) => runtime,
+        None => panic!(
             "tiered-timer: there is no timer running; this must be called from the \
              context of a Tokio 1.x runtime (or use a `Handle` of an explicit `Timer`)"
         ),
@@ -57,8 +58,10 @@ pub(crate) fn current() -> Handle {
     handle
 }
 
-fn find_or_start(runtime: &RuntimeHandle, id: RuntimeId) -> Handle {
-    let mut defaults = lock(&DEFAULTS);
+fn find_or_start(runtime: &Runtime, id: RuntimeId) -> Handle {
+    let mut defaults = DEFAULTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // Forget timers whose runtime has gone (their driver shut them down).
     defaults.retain(|(_, shared)| shared.upgrade().is_some_and(|s| !s.is_shutdown()));
     if let Some(shared) = defaults
@@ -73,6 +76,6 @@ fn find_or_start(runtime: &RuntimeHandle, id: RuntimeId) -> Handle {
     drop(defaults);
     // Spawning onto a runtime that is shutting down drops the driver at
     // once, which shuts the new timer down: its sleeps then say so.
-    drop(runtime.spawn(driver));
+    runtime.spawn(driver);
     Handle { shared }
 }

@@ -1,0 +1,56 @@
+//! What the loom models (`tests/loom.rs`) drive: a timer's shared state
+//! without a tokio runtime. Compiled only with `--cfg loom`; not public API.
+
+use std::time::Duration;
+
+use super::{Config, Driver, Shared};
+use crate::clock::ManualClock;
+use crate::sync::Arc;
+use crate::{Handle, Unfired};
+
+/// A timer whose driver turns are taken by hand.
+#[derive(Debug)]
+pub struct Model {
+    shared: Arc<Shared>,
+    /// Kept so the timer stays up: dropping the driver shuts it down.
+    _driver: Driver,
+}
+
+impl Model {
+    /// A timer on `clock` with the given tick and wheel size.
+    pub fn new(clock: &ManualClock, tick: Duration, wheel_size: usize) -> Model {
+        let config = Config {
+            tick,
+            wheel_size,
+            max_pending: usize::MAX,
+        };
+        let (shared, driver) = Shared::new(config, Arc::new(clock.clone()));
+        Model {
+            shared,
+            _driver: driver,
+        }
+    }
+
+    /// A handle to the timer, as `Timer::handle` gives.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// One driver turn: fire everything due by the clock (waking owners
+    /// outside the lock) and run the callbacks found due.
+    pub fn turn(&self) {
+        self.shared.flush(usize::MAX);
+        while self.shared.run_ready(usize::MAX) {}
+    }
+
+    /// `Timer::shutdown`.
+    pub fn shutdown(&self) -> Vec<Unfired> {
+        self.shared
+            .shutdown()
+            .into_iter()
+            .map(Unfired::new)
+            .collect()
+    }
+}

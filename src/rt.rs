@@ -1,0 +1,126 @@
+//! Everything this crate takes from the tokio runtime, in one place.
+//!
+//! The timer needs four things from tokio: its clock's `Instant` (so paused
+//! time applies), a sleep for its driver to wait on, the current runtime (to
+//! spawn the driver and find the default timer), and the cooperative
+//! budget. Under `--cfg loom` tokio cannot be built, so this module swaps
+//! in stand-ins: std's `Instant`, no runtime, an unlimited budget. The
+//! loom models (`tests/loom.rs`) drive the timer's shared state directly
+//! and need none of them; together with [`crate::sync`] this keeps the code
+//! loom checks the code that ships.
+
+use std::future::Future;
+use std::task::{Context, Poll};
+
+#[cfg(not(loom))]
+pub use tokio::time::Instant;
+
+#[cfg(loom)]
+pub use std::time::Instant;
+
+/// A runtime able to run a timer's driver task.
+#[derive(Debug)]
+pub(crate) struct Runtime {
+    #[cfg(not(loom))]
+    handle: tokio::runtime::Handle,
+}
+
+/// Identifies a runtime while it lives (tokio may reuse ids afterwards).
+#[cfg(not(loom))]
+pub(crate) type RuntimeId = tokio::runtime::Id;
+#[cfg(loom)]
+pub(crate) type RuntimeId = u64;
+
+impl Runtime {
+    /// The runtime whose context this thread is in, if any.
+    pub(crate) fn try_current() -> Option<Runtime> {
+        #[cfg(not(loom))]
+        {
+            tokio::runtime::Handle::try_current()
+                .ok()
+                .map(|handle| Runtime { handle })
+        }
+        #[cfg(loom)]
+        {
+            None
+        }
+    }
+
+    pub(crate) fn id(&self) -> RuntimeId {
+        #[cfg(not(loom))]
+        {
+            self.handle.id()
+        }
+        #[cfg(loom)]
+        {
+            unreachable!("no runtime under loom")
+        }
+    }
+
+    /// Spawns `future` (a driver) as a task; a runtime shutting down drops it.
+    pub(crate) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
+        #[cfg(not(loom))]
+        {
+            drop(self.handle.spawn(future));
+        }
+        #[cfg(loom)]
+        {
+            drop(future);
+            unreachable!("no runtime under loom")
+        }
+    }
+}
+
+/// tokio's sleep until `deadline`, for [`TokioClock`](crate::clock::TokioClock).
+pub(crate) fn sleep_until(deadline: Instant) -> crate::clock::ClockSleep {
+    #[cfg(not(loom))]
+    {
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
+    #[cfg(loom)]
+    {
+        let _ = deadline;
+        panic!("TokioClock is not available under loom: use a ManualClock")
+    }
+}
+
+/// A unit of tokio's cooperative budget, spent unless the poll it guards
+/// made progress.
+pub(crate) struct Coop {
+    #[cfg(not(loom))]
+    inner: tokio::task::coop::RestoreOnPending,
+}
+
+impl Coop {
+    /// Marks the guarded poll as having made progress: the unit stays spent.
+    pub(crate) fn made_progress(&self) {
+        #[cfg(not(loom))]
+        self.inner.made_progress();
+    }
+}
+
+/// Takes a unit of the current task's budget, or returns `Pending` (having
+/// arranged a wake-up) if it is exhausted.
+pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<Coop> {
+    #[cfg(not(loom))]
+    {
+        tokio::task::coop::poll_proceed(cx).map(|inner| Coop { inner })
+    }
+    #[cfg(loom)]
+    {
+        let _ = cx;
+        Poll::Ready(Coop {})
+    }
+}
+
+/// Whether the current task has budget left (always, outside tokio).
+pub(crate) fn has_budget_remaining() -> bool {
+    #[cfg(not(loom))]
+    {
+        tokio::task::coop::has_budget_remaining()
+    }
+    #[cfg(loom)]
+    {
+        true
+    }
+}
