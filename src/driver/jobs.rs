@@ -109,7 +109,12 @@ impl ReadyQueue {
     }
 
     pub(crate) fn pop(&mut self) -> Option<Job> {
-        self.heap.pop().map(|ready| ready.job)
+        let job = self.heap.pop().map(|ready| ready.job);
+        if self.heap.is_empty() && self.heap.capacity() > 1024 {
+            // A burst of callbacks is over: give its memory back.
+            self.heap = BinaryHeap::new();
+        }
+        job
     }
 
     pub(crate) fn is_empty(&self) -> bool {

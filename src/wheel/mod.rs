@@ -55,6 +55,9 @@ use self::level::Level;
 use self::list::{Links, List};
 use self::queue::{BucketId, BucketQueue};
 
+/// Slab capacity kept when the wheel empties; beyond it the slab is freed.
+const SHRINK_ABOVE: usize = 1024;
+
 /// Identifies an entry in the wheel; stable until the entry is removed.
 pub(crate) type Key = usize;
 
@@ -199,7 +202,13 @@ impl<T> Wheel<T> {
     /// If `key` is not in the wheel.
     pub(crate) fn remove(&mut self, key: Key) -> T {
         self.unfile(key);
-        self.entries.remove(key).value
+        let value = self.entries.remove(key).value;
+        if self.entries.is_empty() && self.entries.capacity() > SHRINK_ABOVE {
+            // A burst is over: give its memory back. (While entries remain,
+            // freed slots are reused, so a steady load does not grow.)
+            self.entries = Slab::new();
+        }
+        value
     }
 
     /// The value of entry `key`.

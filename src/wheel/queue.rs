@@ -32,6 +32,10 @@ impl BucketQueue {
     }
 
     pub(super) fn pop(&mut self) -> Option<(u64, BucketId)> {
-        self.heap.pop().map(|Reverse(item)| item)
+        let item = self.heap.pop().map(|Reverse(item)| item);
+        if self.heap.is_empty() && self.heap.capacity() > 1024 {
+            self.heap = BinaryHeap::new();
+        }
+        item
     }
 }
