@@ -67,6 +67,11 @@
 //! * Under paused time, at most 1024 sleeps are woken inside the turn of
 //!   `tokio::time::advance`; beyond that the driver wakes the rest on the
 //!   runtime's next turns, in batches, so no flush monopolises a worker.
+//! * A future belongs to its timer, whichever runtime polls it: whether
+//!   its deadline has passed, and when it fires, follow the timer's clock.
+//!   As with tokio, only the start of a `sleep(d)` is read from the clock
+//!   of the runtime the call runs in (the same clock unless runtimes with
+//!   differently paused clocks are mixed).
 //! * Sleeps of a timer that has shut down (its [`Timer`] dropped, or its
 //!   runtime shut down) panic when polled, saying so; resetting one does not.
 //!

@@ -19,7 +19,7 @@ pub use tokio::time::Instant;
 pub use std::time::Instant;
 
 /// A runtime able to run a timer's driver task.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Runtime {
     #[cfg(not(loom))]
     handle: tokio::runtime::Handle,
@@ -57,6 +57,17 @@ impl Runtime {
         }
     }
 
+    /// Makes this runtime the current one on this thread until the guard
+    /// drops, so tokio's clock and timer calls refer to it.
+    pub(crate) fn enter(&self) -> EnterGuard<'_> {
+        EnterGuard {
+            #[cfg(not(loom))]
+            _inner: self.handle.enter(),
+            #[cfg(loom)]
+            _runtime: self,
+        }
+    }
+
     /// Spawns `future` (a driver) as a task; a runtime shutting down drops it.
     pub(crate) fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
         #[cfg(not(loom))]
@@ -69,6 +80,14 @@ impl Runtime {
             unreachable!("no runtime under loom")
         }
     }
+}
+
+/// The runtime made current by [`Runtime::enter`], until dropped.
+pub(crate) struct EnterGuard<'a> {
+    #[cfg(not(loom))]
+    _inner: tokio::runtime::EnterGuard<'a>,
+    #[cfg(loom)]
+    _runtime: &'a Runtime,
 }
 
 /// tokio's sleep until `deadline`, for [`TokioClock`](crate::clock::TokioClock).

@@ -340,7 +340,7 @@ impl Builder {
                  runtime, which runs the timer's driver task"
             ),
         };
-        let (shared, driver) = Shared::new(self.config, self.clock);
+        let (shared, driver) = Shared::new(self.config, self.clock, Some(runtime.clone()));
         runtime.spawn(driver);
         Timer {
             handle: Handle { shared },
@@ -406,8 +406,14 @@ impl Handle {
     /// # }
     /// ```
     pub fn sleep(&self, duration: Duration) -> Sleep {
+        // Like tokio's, the duration counts from the clock of the runtime
+        // this runs in (the timer's own, unless runtimes are mixed).
         let now = self.shared.now();
         self.shared.observe(now);
+        self.sleep_from(now, duration)
+    }
+
+    fn sleep_from(&self, now: Instant, duration: Duration) -> Sleep {
         match now.checked_add(duration) {
             Some(deadline) => Sleep::new(self.clone(), deadline),
             None => Sleep::never(self.clone(), far_future(now)),
@@ -568,7 +574,7 @@ impl Handle {
     where
         F: FnOnce() + Send + 'static,
     {
-        let now = self.shared.now();
+        let now = self.shared.own_now();
         match now.checked_add(delay) {
             Some(deadline) => self.schedule_boxed(deadline, Box::new(f)),
             None => self.schedule_never(far_future(now), Box::new(f)),
@@ -706,7 +712,7 @@ impl Handle {
     /// # }
     /// ```
     pub fn now(&self) -> Instant {
-        self.shared.now()
+        self.shared.own_now()
     }
 }
 

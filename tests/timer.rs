@@ -353,3 +353,62 @@ async fn stats_count_wakeups_fires_and_cascades() {
     assert!(done.cascaded >= 1_000, "{done:?}");
     assert!(done.wakeups > idle.wakeups);
 }
+
+/// Whether a deadline has passed is the timer's clock's call, even for a
+/// sleep polled inside another runtime whose (paused) clock is far ahead.
+#[test]
+fn a_foreign_runtime_s_clock_does_not_make_a_sleep_early() {
+    let home = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = home.block_on(async { Timer::new() });
+    let handle = timer.handle();
+    let deadline = handle.now() + Duration::from_secs(3600);
+    let mut sleep = task::spawn(handle.sleep_until(deadline));
+
+    let away = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    away.block_on(async {
+        time::advance(Duration::from_secs(2 * 3600)).await;
+        // `away`'s clock is an hour past the deadline; the timer's is not.
+        assert_pending!(sleep.poll());
+        // An earlier reset takes the locked path, which checks the clock.
+        let mut reset = handle.sleep_until(deadline + Duration::from_secs(3600));
+        assert_pending!(poll_once(&mut reset));
+        Pin::new(&mut reset).reset(deadline);
+        assert_pending!(poll_once(&mut reset));
+    });
+    assert_pending!(sleep.poll());
+    assert_eq!(handle.pending(), 1);
+}
+
+/// The clock's wake re-arms the timer by itself: with a `ManualClock`,
+/// timers keep firing across advances even when the runtime never gets to
+/// run the driver task in between.
+#[test]
+fn the_clock_re_arms_the_timer_without_the_driver_task() {
+    let rt = current_thread();
+    let clock = tiered_timer::clock::ManualClock::new();
+    let timer = rt.block_on(async { Timer::builder().clock(clock.clone()).build() });
+    let handle = timer.handle();
+    let mut sleeps: Vec<_> = (1..=5)
+        .map(|i| task::spawn(handle.sleep(ms(10 * i))))
+        .collect();
+    for sleep in &mut sleeps {
+        assert_pending!(sleep.poll());
+    }
+    // One driver turn to arm the clock for the first deadline.
+    rt.block_on(tokio::task::yield_now());
+    for (i, sleep) in sleeps.iter_mut().enumerate() {
+        clock.advance(ms(10));
+        // No runtime turn since the last advance.
+        assert!(sleep.is_woken(), "sleep {i} not woken");
+        assert_ready!(sleep.poll());
+    }
+    assert_eq!(handle.pending(), 0);
+}

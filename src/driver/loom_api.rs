@@ -24,7 +24,7 @@ impl Model {
             wheel_size,
             max_pending: usize::MAX,
         };
-        let (shared, driver) = Shared::new(config, Arc::new(clock.clone()));
+        let (shared, driver) = Shared::new(config, Arc::new(clock.clone()), None);
         Model {
             shared,
             _driver: driver,

@@ -52,6 +52,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, ClockSleep};
 use crate::error::Error;
+use crate::rt::Runtime;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering, Weak};
 use crate::wheel::{Key, Wheel};
 use crate::Instant;
@@ -150,9 +151,16 @@ pub(crate) struct Shared {
     ticks: Ticks,
     config: Config,
     clock: Arc<dyn Clock>,
-    /// A tick the clock is known to have reached: the latest reading taken
-    /// for a new sleep (the wheel's own time covers the driver's). A lower
-    /// bound of the real time, so "due by the hint" is never early.
+    /// The runtime the driver runs on, entered to read the clock or arm it
+    /// from elsewhere (`None` in the loom models, which have none).
+    runtime: Option<Runtime>,
+    /// The clock sleep the driver waits on. Both the driver task and the
+    /// inline flush in [`DriverWake`] re-arm it; see [`Shared::arm`].
+    arm: Mutex<Arm>,
+    /// The latest clock reading taken for a new sleep, as a tick. A hint
+    /// only: taken in the caller's runtime, whose clock may not be the
+    /// timer's, so it tells a registration to check its own clock, never
+    /// that a deadline has passed.
     now_hint: AtomicU64,
     is_shutdown: AtomicBool,
 }
@@ -160,8 +168,16 @@ pub(crate) struct Shared {
 impl Shared {
     /// Creates a timer's state and its driver future, which the caller must
     /// spawn on a runtime.
-    pub(crate) fn new(config: Config, clock: Arc<dyn Clock>) -> (Arc<Shared>, Driver) {
+    pub(crate) fn new(
+        config: Config,
+        clock: Arc<dyn Clock>,
+        runtime: Option<Runtime>,
+    ) -> (Arc<Shared>, Driver) {
         let now = clock.now();
+        // Made now rather than on the driver's first turn so that a runtime
+        // without tokio's time driver fails in the caller, with tokio's
+        // message, not later inside the driver task.
+        let first = clock.sleep_until(now);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 wheel: Wheel::new(config.wheel_size),
@@ -177,6 +193,11 @@ impl Shared {
             ticks: Ticks::new(now, config.tick),
             config,
             clock,
+            runtime,
+            arm: Mutex::new(Arm {
+                sleep: Some(first),
+                until: Some(0),
+            }),
             now_hint: AtomicU64::new(0),
             is_shutdown: AtomicBool::new(false),
         });
@@ -184,13 +205,8 @@ impl Shared {
             shared: Arc::downgrade(&shared),
         }));
         let driver = Driver {
-            // Made here rather than on the first poll so that a runtime
-            // without tokio's time driver fails in the caller, with tokio's
-            // message, not later inside the driver task.
-            sleep: Some(shared.clock.sleep_until(now)),
             shared: shared.clone(),
             wake,
-            sleeping_until: Some(0),
         };
         (shared, driver)
     }
@@ -199,8 +215,18 @@ impl Shared {
         self.config
     }
 
-    /// The timer's clock.
+    /// The clock, read in the caller's context: for tokio's clock, the
+    /// clock of the runtime the caller runs in. Used where tokio itself
+    /// reads the current context's clock (a new sleep's deadline).
     pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// The timer's own clock, wherever the caller runs: with tokio's clock,
+    /// read inside the timer's runtime, so a future polled from another
+    /// runtime (paused differently) is still judged by its timer's time.
+    pub(crate) fn own_now(&self) -> Instant {
+        let _runtime = self.runtime.as_ref().map(Runtime::enter);
         self.clock.now()
     }
 
@@ -250,7 +276,7 @@ impl Shared {
     /// only moves when the driver flushes, and the driver may not have run
     /// since the clock last moved.
     pub(crate) fn is_due_now(&self, tick: u64) -> bool {
-        self.ticks.now_tick(self.now()) >= tick
+        self.ticks.now_tick(self.own_now()) >= tick
     }
 
     /// Files a new entry due at `tick` that wakes `waker`, or reports that
@@ -260,22 +286,21 @@ impl Shared {
         if state.shutdown {
             return Filing::Shutdown;
         }
-        let known_now = state
-            .wheel
-            .elapsed()
-            .max(self.now_hint.load(Ordering::Relaxed));
-        if tick <= known_now {
+        if tick <= state.wheel.elapsed() {
             return Filing::Elapsed;
         }
-        // A deadline the timer has not seen pass may still have passed: the
+        // A deadline the wheel has not seen pass may still have passed: the
         // wheel's time only moves when something is due. If the driver is
         // armed for this tick or earlier, its turn comes no later than this
         // entry's, so the entry fires then, without a clock read here (the
         // common case: guards registered behind the earliest one; tokio
-        // behaves so too). Otherwise (the driver idle, or armed later)
-        // nothing would move the wheel in time, so ask the clock.
+        // behaves so too). Otherwise (the driver idle, or armed later), or
+        // if a recent reading suggests the deadline has passed, ask the
+        // timer's own clock. The hint only decides whether to ask: it may
+        // come from another runtime's clock.
         let driver_comes_first = state.armed.is_some_and(|armed| armed <= tick);
-        if !driver_comes_first && self.is_due_now(tick) {
+        let hinted_due = tick <= self.now_hint.load(Ordering::Relaxed);
+        if (hinted_due || !driver_comes_first) && self.is_due_now(tick) {
             return Filing::Elapsed;
         }
         let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(Some(waker.clone())));
@@ -472,7 +497,7 @@ impl Shared {
     /// the lock, then records the next due tick as what the driver is armed
     /// for.
     fn flush(&self, budget: usize) -> Flushed {
-        self.flush_at(self.ticks.now_tick(self.now()), budget)
+        self.flush_at(self.ticks.now_tick(self.own_now()), budget)
     }
 
     /// [`Shared::flush`] with the clock already read: `now` is a tick.
@@ -601,6 +626,7 @@ impl Shared {
         state.armed = None;
         wakers.extend(state.driver.take());
         drop(guard);
+        self.disarm();
         wakers.into_iter().for_each(Waker::wake);
         unfired.sort_by_key(|job| job.task.deadline);
         unfired
@@ -624,8 +650,121 @@ enum Flushed {
     Shutdown,
 }
 
-/// The waker the driver polls its tokio sleep with: when tokio fires the
-/// sleep, this flushes due entries at once, then lets the driver task re-arm.
+/// The clock sleep the driver waits on, and the tick it waits for.
+struct Arm {
+    sleep: Option<ClockSleep>,
+    until: Option<u64>,
+}
+
+impl std::fmt::Debug for Arm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arm")
+            .field("until", &self.until)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What arming the driver's clock sleep found.
+#[derive(Debug, PartialEq, Eq)]
+enum Armed {
+    /// Waiting: the sleep will wake [`DriverWake`] when the next bucket is
+    /// due, or nothing is due and a registration will wake the driver.
+    Waiting,
+    /// The next bucket is already due: flush again.
+    Due,
+    /// Someone else is arming it just now; they will see the same state.
+    Busy,
+}
+
+impl Shared {
+    /// Points the driver's clock sleep at the tick the driver is armed for
+    /// (as the last flush or a registration left it), polled with `wake`.
+    ///
+    /// Called by the driver task and by the inline flush in [`DriverWake`].
+    /// The latter re-arms right where tokio's time driver woke it, so the
+    /// timer keeps time even when the driver task waits behind thousands of
+    /// woken tasks in a worker's queue. It only tries the lock: whoever holds
+    /// it reads `armed` after any flush that changed it (the lock order is
+    /// arm, then state), or the driver task, which it then wakes, does.
+    fn arm(&self, wake: &Waker, wait_for_lock: bool) -> Armed {
+        let mut arm = if wait_for_lock {
+            lock(&self.arm)
+        } else {
+            match self.arm.try_lock() {
+                Ok(arm) => arm,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Armed::Busy,
+            }
+        };
+        let next = {
+            let state = lock(&self.state);
+            if state.shutdown {
+                return Armed::Waiting;
+            }
+            state.armed
+        };
+        let Some(at) = next.and_then(|tick| self.ticks.instant_of(tick)) else {
+            // Nothing is due, ever: a registration will wake the driver.
+            let old = arm.sleep.take();
+            arm.until = None;
+            drop(arm);
+            drop(old);
+            return Armed::Waiting;
+        };
+        if arm.until != next || arm.sleep.is_none() {
+            // tokio's sleep belongs to the runtime current when it is made.
+            let _runtime = self.runtime.as_ref().map(Runtime::enter);
+            arm.sleep = Some(self.clock.sleep_until(at));
+            arm.until = next;
+        }
+        let sleep = arm.sleep.as_mut().expect("armed just above");
+        if sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(wake))
+            .is_pending()
+        {
+            Armed::Waiting
+        } else {
+            Armed::Due
+        }
+    }
+
+    /// Whether callbacks found due wait for the driver task to run them.
+    fn has_ready(&self) -> bool {
+        !lock(&self.state).ready.is_empty()
+    }
+
+    /// Drops the driver's clock sleep (the timer has shut down).
+    fn disarm(&self) {
+        let old = lock(&self.arm).sleep.take();
+        drop(old);
+    }
+
+    /// The turn taken where the clock woke [`DriverWake`]: flush what is
+    /// due, then re-arm the clock for the next bucket. Callbacks, a flush
+    /// too big for one batch, and a re-arm that someone else is doing are
+    /// left to the driver task.
+    fn turn_inline(&self, wake: &Waker) {
+        // Bounded: under a clock that keeps moving, the driver task takes over.
+        for _ in 0..4 {
+            match self.flush(INLINE_BATCH) {
+                Flushed::Shutdown => return,
+                Flushed::More => break,
+                Flushed::Until(_) if self.has_ready() => break,
+                Flushed::Until(_) => {}
+            }
+            match self.arm(wake, false) {
+                Armed::Waiting => return,
+                Armed::Due => {}
+                Armed::Busy => break,
+            }
+        }
+        self.wake_driver();
+    }
+}
+
+/// The waker the driver polls its clock sleep with: when tokio (or a manual
+/// clock) fires the sleep, this flushes due entries at once and re-arms.
 #[derive(Debug)]
 struct DriverWake {
     shared: Weak<Shared>,
@@ -638,8 +777,7 @@ impl Wake for DriverWake {
 
     fn wake_by_ref(self: &Arc<Self>) {
         if let Some(shared) = self.shared.upgrade() {
-            shared.flush(INLINE_BATCH);
-            shared.wake_driver();
+            shared.turn_inline(&Waker::from(self.clone()));
         }
     }
 }
@@ -648,26 +786,17 @@ impl Wake for DriverWake {
 ///
 /// Dropping it (the runtime shutting down, for instance) shuts the timer
 /// down.
+#[derive(Debug)]
 pub(crate) struct Driver {
     shared: Arc<Shared>,
-    /// The clock's sleep until `sleeping_until`, made anew when that changes.
-    sleep: Option<ClockSleep>,
+    /// A [`DriverWake`]: what the clock sleep is polled with.
     wake: Waker,
-    sleeping_until: Option<u64>,
-}
-
-impl std::fmt::Debug for Driver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver")
-            .field("sleeping_until", &self.sleeping_until)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Future for Driver {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if !self.shared.set_driver_waker(cx.waker()) {
             return Poll::Ready(());
         }
@@ -675,33 +804,19 @@ impl Future for Driver {
             let flushed = self.shared.flush(DRIVER_BATCH);
             // Callbacks found due by this flush, or by an inline one.
             let more_ready = self.shared.run_ready(DRIVER_BATCH);
-            let next = match flushed {
-                Flushed::Shutdown => return Poll::Ready(()),
-                Flushed::More => None,
-                Flushed::Until(next) => next,
-            };
+            if flushed == Flushed::Shutdown {
+                return Poll::Ready(());
+            }
             if more_ready || flushed == Flushed::More {
                 // Yield between batches so the worker serves other tasks.
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            let Some(at) = next.and_then(|tick| self.shared.ticks.instant_of(tick)) else {
-                // Nothing is due, ever: wait for a registration to wake us.
-                self.sleep = None;
-                self.sleeping_until = None;
-                return Poll::Pending;
-            };
-            let this = &mut *self;
-            if this.sleeping_until != next || this.sleep.is_none() {
-                this.sleep = Some(this.shared.clock.sleep_until(at));
-                this.sleeping_until = next;
+            match self.shared.arm(&self.wake, true) {
+                Armed::Waiting | Armed::Busy => return Poll::Pending,
+                // Time moved while we flushed: go round again.
+                Armed::Due => {}
             }
-            let sleep = this.sleep.as_mut().expect("armed just above");
-            let mut inline = Context::from_waker(&this.wake);
-            if sleep.as_mut().poll(&mut inline).is_pending() {
-                return Poll::Pending;
-            }
-            // Already due (time moved while we flushed): go round again.
         }
     }
 }
@@ -722,7 +837,8 @@ mod tests {
     /// time must not spin on an entry due between the two.
     #[tokio::test]
     async fn flush_with_a_stale_now_terminates() {
-        let (shared, driver) = Shared::new(Config::default(), Arc::new(crate::clock::TokioClock));
+        let (shared, driver) =
+            Shared::new(Config::default(), Arc::new(crate::clock::TokioClock), None);
         let key = {
             let mut state = lock(&shared.state);
             assert_eq!(state.wheel.poll(10), None);

@@ -71,7 +71,11 @@ fn find_or_start(runtime: &Runtime, id: RuntimeId) -> Handle {
     {
         return Handle { shared };
     }
-    let (shared, driver) = Shared::new(Config::default(), Arc::new(TokioClock));
+    let (shared, driver) = Shared::new(
+        Config::default(),
+        Arc::new(TokioClock),
+        Some(runtime.clone()),
+    );
     defaults.push((id, Arc::downgrade(&shared)));
     drop(defaults);
     // Spawning onto a runtime that is shutting down drops the driver at
