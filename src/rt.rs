@@ -57,6 +57,19 @@ impl Runtime {
         }
     }
 
+    /// How many worker threads run its tasks (1 for a current-thread
+    /// runtime): the timer keeps a shard of entries per worker.
+    pub(crate) fn workers(&self) -> usize {
+        #[cfg(not(loom))]
+        {
+            self.handle.metrics().num_workers()
+        }
+        #[cfg(loom)]
+        {
+            unreachable!("no runtime under loom")
+        }
+    }
+
     /// Makes this runtime the current one on this thread until the guard
     /// drops, so tokio's clock and timer calls refer to it.
     pub(crate) fn enter(&self) -> EnterGuard<'_> {

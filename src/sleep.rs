@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::driver::deadlines::{FIRED, SHUTDOWN};
 use crate::driver::ticks::NEVER;
+use crate::driver::EntryKey;
 use crate::driver::Filing;
-use crate::wheel::Key;
 use crate::{Handle, Instant};
 
 /// Waits until `duration` has elapsed.
@@ -116,7 +116,7 @@ pub struct Sleep {
     /// `deadline` as a tick of the timer (`NEVER` if it never comes).
     tick: u64,
     /// The timer entry's key, once registered.
-    entry: Option<Key>,
+    entry: Option<EntryKey>,
     /// The waker the entry holds, kept to skip the lock when re-polled by
     /// the same task. Only meaningful while the entry has not fired.
     waker: Option<Waker>,
@@ -188,7 +188,7 @@ impl Sleep {
         self.elapsed
             || self
                 .entry
-                .is_some_and(|key| self.handle.shared.deadlines().get(key) == FIRED)
+                .is_some_and(|key| self.handle.shared.deadline_of(key) == FIRED)
     }
 
     /// Resets the sleep to a new deadline, whether or not it has completed.
@@ -233,7 +233,7 @@ impl Sleep {
             return;
         };
         let shared = &self.handle.shared;
-        if tick < NEVER && shared.deadlines().try_extend(key, tick) {
+        if tick < NEVER && shared.try_extend(key, tick) {
             return;
         }
         let due_now = tick < NEVER && shared.is_due_now(tick);
@@ -260,7 +260,7 @@ impl Sleep {
                 return Poll::Pending;
             }
             None => shared.register(self.tick, cx.waker()),
-            Some(key) => match shared.deadlines().get(key) {
+            Some(key) => match shared.deadline_of(key) {
                 FIRED => Filing::Elapsed,
                 SHUTDOWN => Filing::Shutdown,
                 _ if self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) => {

@@ -21,6 +21,7 @@ impl Default for Config {
             tick: Duration::from_millis(1),
             wheel_size: 64,
             max_pending: usize::MAX,
+            shards: 1,
         }
     }
 }
@@ -340,7 +341,11 @@ impl Builder {
                  runtime, which runs the timer's driver task"
             ),
         };
-        let (shared, driver) = Shared::new(self.config, self.clock, Some(runtime.clone()));
+        let config = Config {
+            shards: runtime.workers(),
+            ..self.config
+        };
+        let (shared, driver) = Shared::new(config, self.clock, Some(runtime.clone()));
         runtime.spawn(driver);
         Timer {
             handle: Handle { shared },

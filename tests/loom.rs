@@ -276,3 +276,27 @@ fn cancel_racing_shutdown() {
         assert_eq!(cancelled, unfired.is_empty());
     });
 }
+
+/// A registration that makes a new earliest bucket while the driver is
+/// arming: the driver ends up armed for it (or earlier), never past it.
+#[test]
+fn registration_racing_arming_is_not_missed() {
+    model(|| {
+        let clock = ManualClock::new();
+        let timer = Arc::new(Model::new(&clock, ms(1), 4));
+        let handle = timer.handle();
+        let armer = {
+            let timer = timer.clone();
+            thread::spawn(move || timer.arm())
+        };
+        let mut sleep = handle.sleep(ms(5));
+        let (_, waker) = counting_waker();
+        assert!(poll(&mut sleep, &waker).is_pending());
+        armer.join().unwrap();
+        let armed = timer.armed_for();
+        assert!(
+            armed.is_some_and(|tick| tick <= 5),
+            "driver armed for {armed:?}, entry due at tick 5"
+        );
+    });
+}

@@ -23,6 +23,7 @@ impl Model {
             tick,
             wheel_size,
             max_pending: usize::MAX,
+            shards: 2,
         };
         let (shared, driver) = Shared::new(config, Arc::new(clock.clone()), None);
         Model {
@@ -43,6 +44,17 @@ impl Model {
     pub fn turn(&self) {
         self.shared.flush(usize::MAX);
         while self.shared.run_ready(usize::MAX) {}
+    }
+
+    /// The driver's arming step: point the clock sleep at the earliest
+    /// bucket of any shard (polled with a no-op waker).
+    pub fn arm(&self) {
+        self.shared.arm(std::task::Waker::noop(), true);
+    }
+
+    /// The tick the driver is armed for, if any.
+    pub fn armed_for(&self) -> Option<u64> {
+        crate::sync::lock(&self.shared.control).armed
     }
 
     /// `Timer::shutdown`.

@@ -26,11 +26,20 @@
 //!
 //! # Ground rules
 //!
-//! * [`State`] (the wheel, the driver's waker, what the driver is armed for)
-//!   is only touched with the timer lock held.
+//! * The entries are split into shards, one per runtime worker, each with
+//!   its own lock and wheel, so workers registering and cancelling timers do
+//!   not contend: a sleep goes to the shard of the thread that first polls
+//!   it, and stays there. Callbacks all live in shard 0. A shard's
+//!   [`State`] is only touched with its lock held.
+//! * [`Control`] (the driver's waker, the tick it is armed for) has a lock
+//!   of its own, never taken while a shard's is held. A registration that
+//!   gives its shard a new earliest bucket then tells the driver through
+//!   it ([`Shared::request`]); arming reads every shard's earliest bucket
+//!   plus the requests made meanwhile ([`Shared::arm`]), so none is missed.
 //! * Wakers are never woken, and never dropped, with the lock held: they are
 //!   moved out and handled after it is released.
-//! * The per-entry deadline words follow the rules in [`deadlines`]; the
+//! * The per-entry deadline words (one table per shard) follow the rules in
+//!   [`deadlines`], "the timer lock" being the shard's; the
 //!   scheduled callbacks' state, the rules in [`jobs`].
 //! * A slab key belongs to the sleep that registered it until that sleep
 //!   deregisters it (on drop), even after it fired; so a key is never reused
@@ -69,11 +78,29 @@ const DRIVER_BATCH: usize = 1024;
 /// Wakers collected per lock hold (tokio uses 32 too).
 const WAKE_CHUNK: usize = 32;
 
+/// An entry's key as sleeps and callbacks hold it: its shard and its key in
+/// that shard's wheel, packed in one word.
+pub(crate) type EntryKey = usize;
+
+/// Low bits of an [`EntryKey`] that name the shard.
+const SHARD_BITS: u32 = 6;
+/// Most shards a timer has.
+pub(crate) const MAX_SHARDS: usize = 1 << SHARD_BITS;
+
+fn pack(shard: usize, key: Key) -> EntryKey {
+    debug_assert!(shard < MAX_SHARDS);
+    (key << SHARD_BITS) | shard
+}
+
+fn unpack(key: EntryKey) -> (usize, Key) {
+    (key & (MAX_SHARDS - 1), key >> SHARD_BITS)
+}
+
 /// The outcome of asking the timer to file a sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Filing {
     /// Filed (or parked, for a deadline that never comes) under `key`.
-    Filed { key: Key },
+    Filed { key: EntryKey },
     /// Its deadline has already been reached.
     Elapsed,
     /// The timer has shut down.
@@ -87,6 +114,8 @@ pub(crate) struct Config {
     pub(crate) wheel_size: usize,
     /// Most pending entries before `schedule` refuses more.
     pub(crate) max_pending: usize,
+    /// How many shards to split the entries into (the runtime's workers).
+    pub(crate) shards: usize,
 }
 
 /// What a wheel entry is for.
@@ -111,27 +140,64 @@ impl Slot {
 /// A callback that never ran because its timer shut down; see
 /// [`Timer::shutdown`](crate::Timer::shutdown).
 pub(crate) type Unfired = Job;
-/// What the lock guards.
+/// What a shard's lock guards.
 #[derive(Debug)]
 struct State {
     /// The entries.
     wheel: Wheel<Slot>,
-    /// Callbacks found due, waiting for the driver task.
+    /// Callbacks found due, waiting for the driver task (shard 0 only).
     ready: ReadyQueue,
-    /// The tick the driver will next run at (its sleep's deadline, or sooner
-    /// if it has been woken), or `None` if it waits for a registration.
-    armed: Option<u64>,
-    /// The driver task's waker.
-    driver: Option<Waker>,
+    /// The earliest tick the driver has been told this shard needs a turn
+    /// at: the wheel's next due bucket as of the last flush, or sooner if a
+    /// registration has made an earlier one since.
+    next: Option<u64>,
     /// Sleeps whose word is an ordinary tick (registered, and neither
     /// fired, removed, nor moved to a deadline that never comes), plus
     /// callbacks that have neither run nor been cancelled.
     pending: usize,
-    /// Flushes run: the driver's turns (see [`crate::Stats`]).
-    wakeups: u64,
     /// Entries fired: sleeps woken and callbacks found due.
     fired: u64,
     shutdown: bool,
+}
+
+/// One shard: a wheel behind its own lock, and its entries' deadline words.
+#[derive(Debug)]
+struct Shard {
+    state: Mutex<State>,
+    deadlines: DeadlineTable,
+}
+
+/// What the driver is armed for, and how to wake it.
+#[derive(Debug, Default)]
+struct Control {
+    /// The tick the driver will next run at (its sleep's deadline, or sooner
+    /// if it has been woken), or `None` if it waits for a registration.
+    armed: Option<u64>,
+    /// The earliest tick requested by registrations since arming began.
+    requested: Option<u64>,
+    /// The driver task's waker.
+    driver: Option<Waker>,
+    /// Flushes run: the driver's turns (see [`crate::Stats`]).
+    wakeups: u64,
+    shutdown: bool,
+}
+
+thread_local! {
+    /// This thread's shard number (modulo the shard count), handed out in
+    /// turn so the workers of a runtime land in different shards.
+    static THREAD_SHARD: usize = {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    };
+}
+
+/// The smaller of two optional ticks, `None` being "never".
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
 }
 
 /// A snapshot of a timer's counters.
@@ -146,8 +212,12 @@ pub(crate) struct Counters {
 /// The state one timer shares between its handles, sleeps and driver.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    state: Mutex<State>,
-    deadlines: DeadlineTable,
+    shards: Box<[Shard]>,
+    control: Mutex<Control>,
+    /// `Control::armed` (`u64::MAX` for `None`), readable without its lock.
+    /// A registration uses it only to skip a clock read: see
+    /// [`Shared::register`].
+    armed_at: AtomicU64,
     ticks: Ticks,
     config: Config,
     clock: Arc<dyn Clock>,
@@ -178,18 +248,23 @@ impl Shared {
         // without tokio's time driver fails in the caller, with tokio's
         // message, not later inside the driver task.
         let first = clock.sleep_until(now);
+        let shards = (0..config.shards.clamp(1, MAX_SHARDS))
+            .map(|_| Shard {
+                state: Mutex::new(State {
+                    wheel: Wheel::new(config.wheel_size),
+                    ready: ReadyQueue::default(),
+                    next: None,
+                    pending: 0,
+                    fired: 0,
+                    shutdown: false,
+                }),
+                deadlines: DeadlineTable::new(),
+            })
+            .collect();
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                wheel: Wheel::new(config.wheel_size),
-                ready: ReadyQueue::default(),
-                armed: None,
-                driver: None,
-                pending: 0,
-                wakeups: 0,
-                fired: 0,
-                shutdown: false,
-            }),
-            deadlines: DeadlineTable::new(),
+            shards,
+            control: Mutex::new(Control::default()),
+            armed_at: AtomicU64::new(u64::MAX),
             ticks: Ticks::new(now, config.tick),
             config,
             clock,
@@ -234,8 +309,31 @@ impl Shared {
         &self.ticks
     }
 
-    pub(crate) fn deadlines(&self) -> &DeadlineTable {
-        &self.deadlines
+    /// The shard sleeps first polled on this thread go to.
+    fn home_shard(&self) -> usize {
+        match self.shards.len() {
+            1 => 0,
+            n => THREAD_SHARD.try_with(|shard| *shard).unwrap_or(0) % n,
+        }
+    }
+
+    /// The shard and wheel key of `key`.
+    fn shard_of(&self, key: EntryKey) -> (&Shard, Key) {
+        let (shard, key) = unpack(key);
+        (&self.shards[shard], key)
+    }
+
+    /// The deadline word of entry `key` (see [`deadlines`]).
+    pub(crate) fn deadline_of(&self, key: EntryKey) -> u64 {
+        let (shard, key) = self.shard_of(key);
+        shard.deadlines.get(key)
+    }
+
+    /// Moves entry `key`'s wanted deadline later without a lock; see
+    /// [`DeadlineTable::try_extend`].
+    pub(crate) fn try_extend(&self, key: EntryKey, tick: u64) -> bool {
+        let (shard, key) = self.shard_of(key);
+        shard.deadlines.try_extend(key, tick)
     }
 
     pub(crate) fn is_shutdown(&self) -> bool {
@@ -245,22 +343,31 @@ impl Shared {
     /// How many entries are registered and have neither fired nor been
     /// removed.
     pub(crate) fn pending(&self) -> usize {
-        lock(&self.state).pending
+        self.shards
+            .iter()
+            .map(|shard| lock(&shard.state).pending)
+            .sum()
     }
 
-    /// The timer's counters, read under the lock so they agree.
+    /// The timer's counters, each shard's read under its lock.
     pub(crate) fn counters(&self) -> Counters {
-        let state = lock(&self.state);
-        Counters {
-            wakeups: state.wakeups,
-            fired: state.fired,
-            cascaded: state.wheel.cascaded(),
-            pending: state.pending,
+        let mut counters = Counters {
+            wakeups: lock(&self.control).wakeups,
+            fired: 0,
+            cascaded: 0,
+            pending: 0,
+        };
+        for shard in self.shards.iter() {
+            let state = lock(&shard.state);
+            counters.fired += state.fired;
+            counters.cascaded += state.wheel.cascaded();
+            counters.pending += state.pending;
         }
+        counters
     }
 
     /// Records a clock reading taken for a new sleep, so registrations can
-    /// tell that a deadline has passed without reading the clock again.
+    /// tell that a deadline has probably passed without reading the clock.
     pub(crate) fn observe(&self, now: Instant) {
         let tick = self.ticks.now_tick(now);
         // Load first: the line is written about once per tick, not per call.
@@ -269,7 +376,7 @@ impl Shared {
         }
     }
 
-    /// Whether `tick` has already been reached, by the clock.
+    /// Whether `tick` has already been reached, by the timer's clock.
     ///
     /// Registrations and locked resets ask this so that a deadline already
     /// passed completes at once. The wheel's own time cannot answer it: it
@@ -279,10 +386,12 @@ impl Shared {
         self.ticks.now_tick(self.own_now()) >= tick
     }
 
-    /// Files a new entry due at `tick` that wakes `waker`, or reports that
-    /// its deadline has already been reached.
+    /// Files a new entry due at `tick` that wakes `waker`, in this thread's
+    /// shard, or reports that its deadline has already been reached.
     pub(crate) fn register(&self, tick: u64, waker: &Waker) -> Filing {
-        let mut state = lock(&self.state);
+        let index = self.home_shard();
+        let shard = &self.shards[index];
+        let mut state = lock(&shard.state);
         if state.shutdown {
             return Filing::Shutdown;
         }
@@ -297,20 +406,26 @@ impl Shared {
         // behaves so too). Otherwise (the driver idle, or armed later), or
         // if a recent reading suggests the deadline has passed, ask the
         // timer's own clock. The hint only decides whether to ask: it may
-        // come from another runtime's clock.
-        let driver_comes_first = state.armed.is_some_and(|armed| armed <= tick);
+        // come from another runtime's clock. (`armed_at` may be stale; if it
+        // is too early, the entry still tells the driver below, so it fires
+        // on the driver's next turn at the latest.)
+        let driver_comes_first = self.armed_at.load(Ordering::Relaxed) <= tick;
         let hinted_due = tick <= self.now_hint.load(Ordering::Relaxed);
         if (hinted_due || !driver_comes_first) && self.is_due_now(tick) {
             return Filing::Elapsed;
         }
         let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(Some(waker.clone())));
         state.pending += 1;
-        self.deadlines.ensure(key);
-        self.deadlines.set(key, tick);
-        let driver = self.note_due_at(&mut state, due_at);
+        shard.deadlines.ensure(key);
+        shard.deadlines.set(key, tick);
+        let tell = note_due_at(&mut state, due_at);
         drop(state);
-        wake(driver);
-        Filing::Filed { key }
+        if tell {
+            self.request(due_at);
+        }
+        Filing::Filed {
+            key: pack(index, key),
+        }
     }
 
     /// Files entry `key` again, at `tick`: the locked path of a reset (to an
@@ -321,17 +436,18 @@ impl Shared {
     /// that its owner's next poll reports the shutdown.
     pub(crate) fn refile(
         &self,
-        key: Key,
+        entry: EntryKey,
         tick: u64,
         due_now: bool,
         waker: Option<&Waker>,
     ) -> Filing {
-        let mut state = lock(&self.state);
+        let (shard, key) = self.shard_of(entry);
+        let mut state = lock(&shard.state);
         if state.shutdown {
-            self.deadlines.set(key, SHUTDOWN);
+            shard.deadlines.set(key, SHUTDOWN);
             return Filing::Shutdown;
         }
-        let before = self.deadlines.get(key);
+        let before = shard.deadlines.get(key);
         let old_waker = if before == FIRED {
             std::mem::replace(state.wheel.get_mut(key).waker(), waker.cloned())
         } else {
@@ -341,22 +457,24 @@ impl Shared {
         state.pending -= usize::from(before < NEVER);
         let filing = if due_now || tick <= state.wheel.elapsed() {
             state.wheel.unfile(key);
-            self.deadlines.set(key, FIRED);
+            shard.deadlines.set(key, FIRED);
             drop(state);
             Filing::Elapsed
         } else if tick >= NEVER {
             state.wheel.unfile(key);
-            self.deadlines.set(key, NEVER);
+            shard.deadlines.set(key, NEVER);
             drop(state);
-            Filing::Filed { key }
+            Filing::Filed { key: entry }
         } else {
             state.pending += 1;
             let due_at = state.wheel.reset(key, tick);
-            self.deadlines.set(key, tick);
-            let driver = self.note_due_at(&mut state, due_at);
+            shard.deadlines.set(key, tick);
+            let tell = note_due_at(&mut state, due_at);
             drop(state);
-            wake(driver);
-            Filing::Filed { key }
+            if tell {
+                self.request(due_at);
+            }
+            Filing::Filed { key: entry }
         };
         drop(old_waker);
         filing
@@ -364,24 +482,26 @@ impl Shared {
 
     /// Makes `waker` the one entry `key` wakes. Returns `Elapsed` if the
     /// entry fired meanwhile (the waker is then not stored).
-    pub(crate) fn update_waker(&self, key: Key, waker: &Waker) -> Filing {
-        let mut state = lock(&self.state);
+    pub(crate) fn update_waker(&self, entry: EntryKey, waker: &Waker) -> Filing {
+        let (shard, key) = self.shard_of(entry);
+        let mut state = lock(&shard.state);
         if state.shutdown {
             return Filing::Shutdown;
         }
-        if self.deadlines.get(key) == FIRED {
+        if shard.deadlines.get(key) == FIRED {
             return Filing::Elapsed;
         }
         let old = state.wheel.get_mut(key).waker().replace(waker.clone());
         drop(state);
         drop(old);
-        Filing::Filed { key }
+        Filing::Filed { key: entry }
     }
 
     /// Removes entry `key` for good (its sleep is being dropped).
-    pub(crate) fn deregister(&self, key: Key) {
-        let mut state = lock(&self.state);
-        if !state.shutdown && self.deadlines.get(key) < NEVER {
+    pub(crate) fn deregister(&self, entry: EntryKey) {
+        let (shard, key) = self.shard_of(entry);
+        let mut state = lock(&shard.state);
+        if !state.shutdown && shard.deadlines.get(key) < NEVER {
             state.pending -= 1;
         }
         let slot = state.wheel.remove(key);
@@ -391,7 +511,7 @@ impl Shared {
 
     /// Schedules `run` to run on the driver task at `deadline` (`tick` in
     /// ticks; `NEVER` keeps it until it is cancelled or handed back by
-    /// shutdown).
+    /// shutdown). Callbacks live in shard 0.
     pub(crate) fn schedule(
         self: &Arc<Self>,
         deadline: Instant,
@@ -401,11 +521,19 @@ impl Shared {
         // Read the clock before taking the lock: a deadline already passed
         // runs on the driver's next turn even if the driver lags the clock.
         let due_now = tick < NEVER && self.is_due_now(tick);
-        let mut state = lock(&self.state);
+        // Sleeps in other shards count towards the capacity too. They are
+        // never refused, so a count taken just before is as good as any;
+        // callbacks, all in shard 0, are counted under its lock.
+        let elsewhere: usize = self.shards[1..]
+            .iter()
+            .map(|shard| lock(&shard.state).pending)
+            .sum();
+        let shard = &self.shards[0];
+        let mut state = lock(&shard.state);
         if state.shutdown {
             return Err(Error::Shutdown);
         }
-        if state.pending >= self.config.max_pending {
+        if state.pending.saturating_add(elsewhere) >= self.config.max_pending {
             return Err(Error::AtCapacity);
         }
         state.pending += 1;
@@ -418,22 +546,28 @@ impl Shared {
             task: task.clone(),
             run,
         };
-        let driver = if due_now || tick <= state.wheel.elapsed() {
+        let mut tell = None;
+        if due_now || tick <= state.wheel.elapsed() {
             task.set_state(EXPIRED);
             state.ready.push(job);
-            state.driver.clone()
+            drop(state);
+            self.wake_driver();
+            return Ok(task);
         } else if tick >= NEVER {
             state.wheel.insert_unfiled(NEVER, Slot::Job(job));
-            None
         } else {
             let (key, due_at) = state.wheel.insert(tick, Slot::Job(job));
             debug_assert_eq!(key, task.key);
-            self.deadlines.ensure(key);
-            self.deadlines.set(key, tick);
-            self.note_due_at(&mut state, due_at)
-        };
+            shard.deadlines.ensure(key);
+            shard.deadlines.set(key, tick);
+            if note_due_at(&mut state, due_at) {
+                tell = Some(due_at);
+            }
+        }
         drop(state);
-        wake(driver);
+        if let Some(due_at) = tell {
+            self.request(due_at);
+        }
         Ok(task)
     }
 
@@ -443,7 +577,7 @@ impl Shared {
         if task.state() != PENDING {
             return false;
         }
-        let mut state = lock(&self.state);
+        let mut state = lock(&self.shards[0].state);
         if task.state() != PENDING {
             // Found due, cancelled or handed back since we looked.
             return false;
@@ -462,7 +596,7 @@ impl Shared {
         let mut batch = Vec::with_capacity(WAKE_CHUNK);
         let mut ran = 0;
         loop {
-            let mut state = lock(&self.state);
+            let mut state = lock(&self.shards[0].state);
             if state.shutdown {
                 return false;
             }
@@ -482,36 +616,63 @@ impl Shared {
         }
     }
 
-    /// Records that an entry will come out of the wheel at `due_at`; if that
-    /// is sooner than the driver is armed for, returns the driver's waker so
-    /// the caller wakes it (after releasing the lock).
-    fn note_due_at(&self, state: &mut State, due_at: u64) -> Option<Waker> {
-        if state.armed.is_some_and(|armed| armed <= due_at) {
-            return None;
-        }
-        state.armed = Some(due_at);
-        state.driver.clone()
+    /// Tells the driver that an entry comes out of a wheel at `due_at`,
+    /// waking it if that is sooner than it is armed for. Called after the
+    /// shard's lock is released.
+    fn request(&self, due_at: u64) {
+        let mut control = lock(&self.control);
+        control.requested = earliest(control.requested, Some(due_at));
+        let driver = if control.armed.is_some_and(|armed| armed <= due_at) {
+            None
+        } else {
+            control.armed = Some(due_at);
+            self.armed_at.store(due_at, Ordering::Relaxed);
+            control.driver.clone()
+        };
+        drop(control);
+        wake(driver);
     }
 
     /// Fires up to about `budget` due entries, waking their owners outside
-    /// the lock, then records the next due tick as what the driver is armed
-    /// for.
+    /// the lock, then records each shard's next due tick.
     fn flush(&self, budget: usize) -> Flushed {
         self.flush_at(self.ticks.now_tick(self.own_now()), budget)
     }
 
     /// [`Shared::flush`] with the clock already read: `now` is a tick.
     fn flush_at(&self, now: u64, budget: usize) -> Flushed {
-        let mut wakers: Vec<Waker> = Vec::with_capacity(WAKE_CHUNK);
-        let mut fired = 0;
-        let mut first = true;
-        loop {
-            let mut guard = lock(&self.state);
-            if guard.shutdown {
+        {
+            let mut control = lock(&self.control);
+            if control.shutdown {
                 return Flushed::Shutdown;
             }
+            control.wakeups += 1;
+        }
+        let mut fired = 0;
+        let mut result = Flushed::Done;
+        for shard in self.shards.iter() {
+            match self.flush_shard(shard, now, budget.saturating_sub(fired)) {
+                (_, Flushed::Shutdown) => return Flushed::Shutdown,
+                (n, Flushed::More) => {
+                    fired += n;
+                    result = Flushed::More;
+                }
+                (n, Flushed::Done) => fired += n,
+            }
+        }
+        result
+    }
+
+    /// Flushes one shard; returns how many entries it fired.
+    fn flush_shard(&self, shard: &Shard, now: u64, budget: usize) -> (usize, Flushed) {
+        let mut wakers: Vec<Waker> = Vec::new();
+        let mut fired = 0;
+        loop {
+            let mut guard = lock(&shard.state);
+            if guard.shutdown {
+                return (fired, Flushed::Shutdown);
+            }
             let state = &mut *guard;
-            state.wakeups += u64::from(std::mem::take(&mut first));
             // Another flush (the inline one, or the driver task on another
             // worker) may have read the clock later and moved the wheel past
             // our `now` between two of our chunks. The wheel's time is never
@@ -527,7 +688,7 @@ impl Shared {
                     drained = true;
                     break;
                 };
-                match self.deadlines.settle(key, now) {
+                match shard.deadlines.settle(key, now) {
                     Due::Later(tick) => {
                         state.wheel.reset(key, tick);
                     }
@@ -551,19 +712,16 @@ impl Shared {
                 }
                 fired += 1;
             }
-            let next = if drained {
-                let next = state.wheel.next_expiration();
-                state.armed = next;
-                Some(next)
-            } else {
-                None
-            };
+            if drained {
+                state.next = state.wheel.next_expiration();
+            }
             drop(guard);
             wakers.drain(..).for_each(Waker::wake);
-            match next {
-                Some(next) => return Flushed::Until(next),
-                None if fired >= budget => return Flushed::More,
-                None => {}
+            if drained {
+                return (fired, Flushed::Done);
+            }
+            if fired >= budget {
+                return (fired, Flushed::More);
             }
         }
     }
@@ -571,13 +729,13 @@ impl Shared {
     /// Stores the driver task's waker. Returns `false` if the timer has shut
     /// down (the driver should then finish).
     fn set_driver_waker(&self, waker: &Waker) -> bool {
-        let mut state = lock(&self.state);
-        if state.shutdown {
+        let mut control = lock(&self.control);
+        if control.shutdown {
             return false;
         }
-        if !state.driver.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            let old = state.driver.replace(waker.clone());
-            drop(state);
+        if !control.driver.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            let old = control.driver.replace(waker.clone());
+            drop(control);
             drop(old);
         }
         true
@@ -585,7 +743,7 @@ impl Shared {
 
     /// Wakes the driver task, if it is waiting.
     fn wake_driver(&self) {
-        let driver = lock(&self.state).driver.clone();
+        let driver = lock(&self.control).driver.clone();
         wake(driver);
     }
 
@@ -594,43 +752,67 @@ impl Shared {
     /// the callbacks that never ran are returned, earliest deadline first.
     /// Idempotent: later calls return nothing.
     pub(crate) fn shutdown(&self) -> Vec<Unfired> {
-        let mut guard = lock(&self.state);
-        if guard.shutdown {
-            return Vec::new();
-        }
-        let state = &mut *guard;
-        state.shutdown = true;
-        state.pending = 0;
-        self.is_shutdown.store(true, Ordering::Release);
         let mut wakers = Vec::new();
-        let mut job_keys = Vec::new();
-        for (key, slot) in state.wheel.iter_mut() {
-            match slot {
-                Slot::Sleep(waker) => {
-                    if self.deadlines.get(key) != FIRED {
-                        self.deadlines.set(key, SHUTDOWN);
+        {
+            let mut control = lock(&self.control);
+            if control.shutdown {
+                return Vec::new();
+            }
+            control.shutdown = true;
+            control.armed = None;
+            self.armed_at.store(u64::MAX, Ordering::Relaxed);
+            wakers.extend(control.driver.take());
+        }
+        self.is_shutdown.store(true, Ordering::Release);
+        let mut unfired: Vec<Unfired> = Vec::new();
+        for shard in self.shards.iter() {
+            let mut guard = lock(&shard.state);
+            let state = &mut *guard;
+            state.shutdown = true;
+            state.pending = 0;
+            let mut job_keys = Vec::new();
+            for (key, slot) in state.wheel.iter_mut() {
+                match slot {
+                    Slot::Sleep(waker) => {
+                        if shard.deadlines.get(key) != FIRED {
+                            shard.deadlines.set(key, SHUTDOWN);
+                        }
+                        wakers.extend(waker.take());
                     }
-                    wakers.extend(waker.take());
+                    Slot::Job(_) => job_keys.push(key),
                 }
-                Slot::Job(_) => job_keys.push(key),
             }
-        }
-        state.wheel.unfile_all();
-        let mut unfired: Vec<Unfired> = state.ready.drain().collect();
-        for key in job_keys {
-            if let Slot::Job(job) = state.wheel.remove(key) {
-                unfired.push(job);
+            state.wheel.unfile_all();
+            let first = unfired.len();
+            unfired.extend(state.ready.drain());
+            for key in job_keys {
+                if let Slot::Job(job) = state.wheel.remove(key) {
+                    unfired.push(job);
+                }
             }
+            // Under the lock, as every change of a callback's state.
+            unfired[first..]
+                .iter()
+                .for_each(|job| job.task.set_state(UNFIRED));
+            state.next = None;
         }
-        unfired.iter().for_each(|job| job.task.set_state(UNFIRED));
-        state.armed = None;
-        wakers.extend(state.driver.take());
-        drop(guard);
         self.disarm();
         wakers.into_iter().for_each(Waker::wake);
         unfired.sort_by_key(|job| job.task.deadline);
         unfired
     }
+}
+
+/// Records that an entry will come out of a shard's wheel at `due_at`.
+/// Returns whether that is sooner than the driver has been told of, in
+/// which case the caller must [`request`](Shared::request) it once the
+/// shard's lock is released.
+fn note_due_at(state: &mut State, due_at: u64) -> bool {
+    if state.next.is_some_and(|next| next <= due_at) {
+        return false;
+    }
+    state.next = Some(due_at);
+    true
 }
 
 /// Wakes `waker`, if any. Never called with the lock held.
@@ -643,8 +825,8 @@ fn wake(waker: Option<Waker>) {
 /// What a flush left behind.
 #[derive(Debug, PartialEq, Eq)]
 enum Flushed {
-    /// Everything due has fired; the next entry comes due at this tick.
-    Until(Option<u64>),
+    /// Everything due has fired.
+    Done,
     /// The budget ran out with more entries due.
     More,
     Shutdown,
@@ -696,12 +878,30 @@ impl Shared {
                 Err(std::sync::TryLockError::WouldBlock) => return Armed::Busy,
             }
         };
-        let next = {
-            let state = lock(&self.state);
-            if state.shutdown {
+        // Requests made before this point lowered their shard's `next`
+        // first, so the scan below sees them; later ones are kept in
+        // `requested`, and taken into account at the end.
+        {
+            let mut control = lock(&self.control);
+            if control.shutdown {
                 return Armed::Waiting;
             }
-            state.armed
+            control.requested = None;
+        }
+        let mut next = None;
+        for shard in self.shards.iter() {
+            next = earliest(next, lock(&shard.state).next);
+        }
+        let next = {
+            let mut control = lock(&self.control);
+            if control.shutdown {
+                return Armed::Waiting;
+            }
+            let next = earliest(next, control.requested.take());
+            control.armed = next;
+            self.armed_at
+                .store(next.unwrap_or(u64::MAX), Ordering::Relaxed);
+            next
         };
         let Some(at) = next.and_then(|tick| self.ticks.instant_of(tick)) else {
             // Nothing is due, ever: a registration will wake the driver.
@@ -731,7 +931,7 @@ impl Shared {
 
     /// Whether callbacks found due wait for the driver task to run them.
     fn has_ready(&self) -> bool {
-        !lock(&self.state).ready.is_empty()
+        !lock(&self.shards[0].state).ready.is_empty()
     }
 
     /// Drops the driver's clock sleep (the timer has shut down).
@@ -750,8 +950,8 @@ impl Shared {
             match self.flush(INLINE_BATCH) {
                 Flushed::Shutdown => return,
                 Flushed::More => break,
-                Flushed::Until(_) if self.has_ready() => break,
-                Flushed::Until(_) => {}
+                Flushed::Done if self.has_ready() => break,
+                Flushed::Done => {}
             }
             match self.arm(wake, false) {
                 Armed::Waiting => return,
@@ -839,16 +1039,17 @@ mod tests {
     async fn flush_with_a_stale_now_terminates() {
         let (shared, driver) =
             Shared::new(Config::default(), Arc::new(crate::clock::TokioClock), None);
+        let shard = &shared.shards[0];
         let key = {
-            let mut state = lock(&shared.state);
+            let mut state = lock(&shard.state);
             assert_eq!(state.wheel.poll(10), None);
             // Due at 8: the wheel, at 10, puts it straight in the due list.
             let (key, _) = state
                 .wheel
                 .insert(8, Slot::Sleep(Some(Waker::noop().clone())));
             state.pending += 1;
-            shared.deadlines.ensure(key);
-            shared.deadlines.set(key, 8);
+            shard.deadlines.ensure(key);
+            shard.deadlines.set(key, 8);
             key
         };
         let (tx, rx) = std::sync::mpsc::channel();
@@ -861,8 +1062,8 @@ mod tests {
             std::mem::forget((driver, shared));
             panic!("flush with a stale `now` never returned");
         };
-        assert_eq!(flushed, Flushed::Until(None));
-        assert_eq!(shared.deadlines.get(key), FIRED);
+        assert_eq!(flushed, Flushed::Done);
+        assert_eq!(shard.deadlines.get(key), FIRED);
         assert_eq!(shared.pending(), 0);
     }
 }

@@ -72,7 +72,10 @@ fn find_or_start(runtime: &Runtime, id: RuntimeId) -> Handle {
         return Handle { shared };
     }
     let (shared, driver) = Shared::new(
-        Config::default(),
+        Config {
+            shards: runtime.workers(),
+            ..Config::default()
+        },
         Arc::new(TokioClock),
         Some(runtime.clone()),
     );

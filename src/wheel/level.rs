@@ -22,6 +22,10 @@ pub(super) struct Level {
     tick: u64,
     /// Span of the whole wheel, in base ticks; `None` when it exceeds `u64`.
     interval: Option<u64>,
+    /// `log2(tick)` and `wheel_size - 1` when the wheel size is a power of
+    /// two (the default 64 is), so that finding a slot takes shifts and
+    /// masks instead of divisions: filing is on the registration path.
+    pow2: Option<(u32, u64)>,
     pub(super) buckets: Box<[Bucket]>,
 }
 
@@ -36,9 +40,13 @@ impl Level {
                 expiration: None,
             })
             .collect();
+        let pow2 = wheel_size
+            .is_power_of_two()
+            .then(|| (tick.trailing_zeros(), wheel_size - 1));
         Some(Level {
             tick,
             interval: tick.checked_mul(wheel_size),
+            pow2,
             buckets,
         })
     }
@@ -57,16 +65,23 @@ impl Level {
 
     /// The slot that holds `deadline` in this wheel.
     pub(super) fn slot_of(&self, deadline: u64) -> usize {
-        ((deadline / self.tick) % self.buckets.len() as u64) as usize
+        match self.pow2 {
+            Some((shift, mask)) => ((deadline >> shift) & mask) as usize,
+            None => ((deadline / self.tick) % self.buckets.len() as u64) as usize,
+        }
     }
 
     /// The start of the bucket that holds `deadline`: when that bucket is due.
     pub(super) fn bucket_start(&self, deadline: u64) -> u64 {
-        deadline - deadline % self.tick
+        match self.pow2 {
+            // `tick` is then a power of two too.
+            Some(_) => deadline & !(self.tick - 1),
+            None => deadline - deadline % self.tick,
+        }
     }
 
     /// `elapsed` rounded down to this wheel's tick (Kafka's `currentTime`).
     fn rotation_start(&self, elapsed: u64) -> u64 {
-        elapsed - elapsed % self.tick
+        self.bucket_start(elapsed)
     }
 }
