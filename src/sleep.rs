@@ -115,13 +115,46 @@ pub struct Sleep {
     deadline: Instant,
     /// `deadline` as a tick of the timer (`NEVER` if it never comes).
     tick: u64,
-    /// The timer entry's key, once registered.
-    entry: Option<EntryKey>,
     /// The waker the entry holds, kept to skip the lock when re-polled by
     /// the same task. Only meaningful while the entry has not fired.
     waker: Option<Waker>,
-    /// Seen complete; stays so until reset.
-    elapsed: bool,
+    /// The timer entry's key, once registered, and whether the sleep has
+    /// been seen complete (it stays so until reset).
+    state: SleepState,
+}
+
+/// A sleep's entry key and "seen complete" flag in one word: a million
+/// pending sleeps are a million of these.
+#[derive(Debug, Clone, Copy)]
+struct SleepState(u64);
+
+impl SleepState {
+    const ELAPSED: u64 = 1 << 63;
+
+    fn entry(self) -> Option<EntryKey> {
+        match self.0 & !SleepState::ELAPSED {
+            0 => None,
+            key => Some((key - 1) as EntryKey),
+        }
+    }
+
+    fn set_entry(&mut self, key: EntryKey) {
+        let key = key as u64 + 1;
+        debug_assert!(key < SleepState::ELAPSED);
+        self.0 = (self.0 & SleepState::ELAPSED) | key;
+    }
+
+    fn elapsed(self) -> bool {
+        self.0 & SleepState::ELAPSED != 0
+    }
+
+    fn set_elapsed(&mut self, elapsed: bool) {
+        if elapsed {
+            self.0 |= SleepState::ELAPSED;
+        } else {
+            self.0 &= !SleepState::ELAPSED;
+        }
+    }
 }
 
 impl Sleep {
@@ -141,9 +174,8 @@ impl Sleep {
             handle,
             deadline,
             tick,
-            entry: None,
             waker: None,
-            elapsed: false,
+            state: SleepState(0),
         }
     }
 
@@ -185,9 +217,10 @@ impl Sleep {
     /// # }
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        self.elapsed
+        self.state.elapsed()
             || self
-                .entry
+                .state
+                .entry()
                 .is_some_and(|key| self.handle.shared.deadline_of(key) == FIRED)
     }
 
@@ -227,8 +260,8 @@ impl Sleep {
     fn reset_to_tick(&mut self, deadline: Instant, tick: u64) {
         self.deadline = deadline;
         self.tick = tick;
-        self.elapsed = false;
-        let Some(key) = self.entry else {
+        self.state.set_elapsed(false);
+        let Some(key) = self.state.entry() else {
             // Not registered yet: the first poll files it.
             return;
         };
@@ -239,7 +272,7 @@ impl Sleep {
         let due_now = tick < NEVER && shared.is_due_now(tick);
         match shared.refile(key, tick, due_now, self.waker.as_ref()) {
             Filing::Filed { .. } => {}
-            Filing::Elapsed => self.elapsed = true,
+            Filing::Elapsed => self.state.set_elapsed(true),
             // Like tokio, only polling fails: the entry is marked so the
             // next poll reports the shutdown.
             Filing::Shutdown => {}
@@ -248,11 +281,11 @@ impl Sleep {
 
     /// Polls without spending tokio's cooperative budget.
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.elapsed {
+        if self.state.elapsed() {
             return Poll::Ready(());
         }
         let shared = &self.handle.shared;
-        let filing = match self.entry {
+        let filing = match self.state.entry() {
             None if self.tick >= NEVER => {
                 if shared.is_shutdown() {
                     shutdown_panic();
@@ -271,12 +304,12 @@ impl Sleep {
         };
         match filing {
             Filing::Filed { key } => {
-                self.entry = Some(key);
+                self.state.set_entry(key);
                 self.waker = Some(cx.waker().clone());
                 Poll::Pending
             }
             Filing::Elapsed => {
-                self.elapsed = true;
+                self.state.set_elapsed(true);
                 Poll::Ready(())
             }
             Filing::Shutdown => shutdown_panic(),
@@ -310,7 +343,7 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(key) = self.entry {
+        if let Some(key) = self.state.entry() {
             self.handle.shared.deregister(key);
         }
     }
@@ -320,7 +353,7 @@ impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline)
-            .field("registered", &self.entry.is_some())
+            .field("registered", &self.state.entry().is_some())
             .field("is_elapsed", &self.is_elapsed())
             .finish()
     }

@@ -15,17 +15,57 @@ pub(super) type Link = usize;
 pub(super) const NIL: Link = usize::MAX;
 
 /// The links an entry carries for whichever list currently holds it.
+///
+/// Stored as `u32` (every timer carries two), so a wheel holds fewer than
+/// `u32::MAX` entries; see [`MAX_ENTRIES`].
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Links {
-    pub(super) prev: Link,
-    pub(super) next: Link,
+    prev: u32,
+    next: u32,
+}
+
+/// Most entries a wheel holds: far more than fit in memory at about a
+/// hundred bytes each.
+pub(crate) const MAX_ENTRIES: usize = u32::MAX as usize;
+
+/// Stores a link in 32 bits (`NIL` as `u32::MAX`).
+fn narrow(link: Link) -> u32 {
+    if link == NIL {
+        u32::MAX
+    } else {
+        debug_assert!(link < MAX_ENTRIES);
+        link as u32
+    }
+}
+
+fn widen(link: u32) -> Link {
+    if link == u32::MAX {
+        NIL
+    } else {
+        link as Link
+    }
 }
 
 impl Links {
     pub(super) const UNLINKED: Links = Links {
-        prev: NIL,
-        next: NIL,
+        prev: u32::MAX,
+        next: u32::MAX,
     };
+
+    fn new(prev: Link, next: Link) -> Links {
+        Links {
+            prev: narrow(prev),
+            next: narrow(next),
+        }
+    }
+
+    fn prev(self) -> Link {
+        widen(self.prev)
+    }
+
+    fn next(self) -> Link {
+        widen(self.next)
+    }
 }
 
 /// A FIFO list of slab keys. The list only stores its ends; the entries hold
@@ -51,14 +91,11 @@ impl List {
     /// Appends `key`, which must not be in any list.
     pub(super) fn push_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: Link) {
         let old_tail = self.tail;
-        entries[key].links = Links {
-            prev: old_tail,
-            next: NIL,
-        };
+        entries[key].links = Links::new(old_tail, NIL);
         if old_tail == NIL {
             self.head = key;
         } else {
-            entries[old_tail].links.next = key;
+            entries[old_tail].links.next = narrow(key);
         }
         self.tail = key;
     }
@@ -75,18 +112,19 @@ impl List {
 
     /// Removes `key`, which must be in this list, in O(1).
     pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, key: Link) {
-        let Links { prev, next } = entries[key].links;
+        let links = entries[key].links;
+        let (prev, next) = (links.prev(), links.next());
         if prev == NIL {
             debug_assert_eq!(self.head, key, "unlinking a key from the wrong list");
             self.head = next;
         } else {
-            entries[prev].links.next = next;
+            entries[prev].links.next = narrow(next);
         }
         if next == NIL {
             debug_assert_eq!(self.tail, key, "unlinking a key from the wrong list");
             self.tail = prev;
         } else {
-            entries[next].links.prev = prev;
+            entries[next].links.prev = narrow(prev);
         }
         entries[key].links = Links::UNLINKED;
     }

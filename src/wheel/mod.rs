@@ -67,7 +67,9 @@ pub(crate) struct Entry<T> {
     value: T,
     deadline: u64,
     links: Links,
-    place: Place,
+    /// A [`Place`], packed in 32 bits ([`Place::pack`]): every timer
+    /// carries one.
+    place: u32,
 }
 
 /// Which list holds an entry.
@@ -79,6 +81,36 @@ enum Place {
     Due,
     /// Waiting in a bucket.
     Bucket(BucketId),
+}
+
+impl Place {
+    const UNFILED: u32 = u32::MAX;
+    const DUE: u32 = u32::MAX - 1;
+    /// Bits of a packed bucket id that hold the slot (a wheel has at most
+    /// 2^20 slots; above them, the level, at most 64).
+    const SLOT_BITS: u32 = 20;
+
+    fn pack(self) -> u32 {
+        match self {
+            Place::Unfiled => Place::UNFILED,
+            Place::Due => Place::DUE,
+            Place::Bucket(id) => {
+                debug_assert!(id.slot < 1 << Place::SLOT_BITS);
+                (u32::from(id.level) << Place::SLOT_BITS) | id.slot
+            }
+        }
+    }
+
+    fn unpack(packed: u32) -> Place {
+        match packed {
+            Place::UNFILED => Place::Unfiled,
+            Place::DUE => Place::Due,
+            id => Place::Bucket(BucketId {
+                level: (id >> Place::SLOT_BITS) as u8,
+                slot: id & ((1 << Place::SLOT_BITS) - 1),
+            }),
+        }
+    }
 }
 
 /// A hierarchical timing wheel holding values of type `T`.
@@ -153,12 +185,23 @@ impl<T> Wheel<T> {
 
     /// Adds an entry due at `deadline` without filing it: it will not come
     /// due until it is reset (for entries whose deadline never comes).
+    ///
+    /// # Panics
+    ///
+    /// If the wheel already holds [`MAX_ENTRIES`](list::MAX_ENTRIES) - 1
+    /// entries (hundreds of gigabytes of timers).
+    #[track_caller]
     pub(crate) fn insert_unfiled(&mut self, deadline: u64, value: T) -> Key {
+        assert!(
+            self.entries.len() < list::MAX_ENTRIES - 1,
+            "tiered-timer: more than {} timers in one shard",
+            list::MAX_ENTRIES - 1
+        );
         self.entries.insert(Entry {
             value,
             deadline,
             links: Links::UNLINKED,
-            place: Place::Unfiled,
+            place: Place::UNFILED,
         })
     }
 
@@ -182,7 +225,7 @@ impl<T> Wheel<T> {
     /// Takes an entry out of its bucket without removing it: it stays in the
     /// wheel, keeps its key, and will not come due until it is reset.
     pub(crate) fn unfile(&mut self, key: Key) {
-        match self.entries[key].place {
+        match Place::unpack(self.entries[key].place) {
             Place::Unfiled => return,
             Place::Due => self.due.unlink(&mut self.entries, key),
             Place::Bucket(id) => {
@@ -192,7 +235,7 @@ impl<T> Wheel<T> {
                 bucket.list.unlink(&mut self.entries, key);
             }
         }
-        self.entries[key].place = Place::Unfiled;
+        self.entries[key].place = Place::UNFILED;
     }
 
     /// Removes an entry in O(1) and returns its value.
@@ -225,7 +268,7 @@ impl<T> Wheel<T> {
     /// Whether entry `key` is waiting to come due.
     #[cfg(test)]
     pub(crate) fn is_filed(&self, key: Key) -> bool {
-        self.entries[key].place != Place::Unfiled
+        self.entries[key].place != Place::UNFILED
     }
 
     /// All entries, filed or not, with their keys.
@@ -248,7 +291,7 @@ impl<T> Wheel<T> {
         self.queue = BucketQueue::default();
         for (_, entry) in self.entries.iter_mut() {
             entry.links = Links::UNLINKED;
-            entry.place = Place::Unfiled;
+            entry.place = Place::UNFILED;
         }
     }
 
@@ -282,7 +325,7 @@ impl<T> Wheel<T> {
     pub(crate) fn poll(&mut self, now: u64) -> Option<Key> {
         loop {
             if let Some(key) = self.due.pop_front(&mut self.entries) {
-                self.entries[key].place = Place::Unfiled;
+                self.entries[key].place = Place::UNFILED;
                 return Some(key);
             }
             match self.queue.peek() {
@@ -315,9 +358,9 @@ impl<T> Wheel<T> {
         debug_assert!(expiration >= self.elapsed, "buckets come due in order");
         self.elapsed = self.elapsed.max(expiration);
         while let Some(key) = list.pop_front(&mut self.entries) {
-            self.entries[key].place = Place::Unfiled;
+            self.entries[key].place = Place::UNFILED;
             self.file(key);
-            if self.entries[key].place != Place::Due {
+            if self.entries[key].place != Place::DUE {
                 self.cascaded += 1;
             }
         }
@@ -335,11 +378,11 @@ impl<T> Wheel<T> {
     /// Files an unfiled entry by its deadline. Returns when it will come out
     /// of the queue: its bucket's start, or `elapsed` if it is already due.
     fn file(&mut self, key: Key) -> u64 {
-        debug_assert_eq!(self.entries[key].place, Place::Unfiled);
+        debug_assert_eq!(self.entries[key].place, Place::UNFILED);
         let deadline = self.entries[key].deadline;
         if deadline <= self.elapsed {
             self.due.push_back(&mut self.entries, key);
-            self.entries[key].place = Place::Due;
+            self.entries[key].place = Place::DUE;
             return self.elapsed;
         }
         let level = self.level_for(deadline);
@@ -347,7 +390,7 @@ impl<T> Wheel<T> {
         let slot = wheel.slot_of(deadline);
         let start = wheel.bucket_start(deadline);
         let id = BucketId {
-            level: level as u32,
+            level: level as u8,
             slot: slot as u32,
         };
         let bucket = &mut wheel.buckets[slot];
@@ -359,7 +402,7 @@ impl<T> Wheel<T> {
             bucket.expiration = Some(start);
             self.queue.push(start, id);
         }
-        self.entries[key].place = Place::Bucket(id);
+        self.entries[key].place = Place::Bucket(id).pack();
         start
     }
 

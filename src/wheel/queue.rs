@@ -11,7 +11,8 @@ use std::collections::BinaryHeap;
 /// Where a bucket lives: its level and its slot in that level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct BucketId {
-    pub(super) level: u32,
+    /// At most 64 levels: a wheel of size 2 covers `u64` in 64.
+    pub(super) level: u8,
     pub(super) slot: u32,
 }
 
