@@ -1,0 +1,502 @@
+//! Side-by-side benchmarks of `tiered-timer` against its peers, in one
+//! process, alternating implementations within each run, median of several
+//! runs. Prints a markdown table: one row per workload and metric, one column
+//! per implementation, and the ratio ours/peer for each peer.
+//!
+//! ```sh
+//! cargo run --release --example compare            # everything, a few minutes
+//! cargo run --release --example compare 3          # one workload (id prefix)
+//! cargo run --release --example compare cascade    # or a word of its name
+//! ```
+//!
+//! Peers: `tokio::time`, `pingora-timeout` (`fast_timeout`/`fast_sleep`: 10 ms
+//! buckets, a clock thread), `futures-timer` (its own timer thread) and
+//! `async-io`'s `Timer` (its own reactor thread). Every run builds a fresh
+//! 2-worker tokio runtime with only the time driver enabled.
+//!
+//! Knobs (environment):
+//! - `COMPARE_RUNS`: runs of the cheap workloads (1, 2), default 5;
+//! - `COMPARE_HEAVY_RUNS`: runs of workloads 3, 4 and 6, default 3;
+//! - `COMPARE_IDLE_RUNS`: runs of workload 5, default 1;
+//! - `COMPARE_IDLE_SECS`: length of the idle window, default 10;
+//! - `COMPARE_CASCADE_MS`: the common deadline of workload 4, default 4500
+//!   (beyond the 4.096 s span of the two finest wheels of both tokio and a
+//!   default `tiered-timer`, so entries pass through overflow wheels);
+//! - `COMPARE_IMPLS`: a comma list restricting the implementations, e.g.
+//!   `ours,tokio`.
+//!
+//! Workloads 5 (idle) and 6 (memory) run each measurement in a fresh child
+//! process (this binary re-executed with a hidden argument): a peer's
+//! background thread (pingora's clock thread ticks every 10 ms forever) would
+//! otherwise be charged to whoever is measured after it, and live heap is
+//! only meaningful in a process that holds nothing else.
+
+// Parts used by the workloads still to come.
+#![allow(dead_code, unused_imports)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::{pin, Pin};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------
+// Live heap counting, switched on only in the memory child process so the
+// timing workloads pay nothing but one relaxed load per allocation.
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: delegates to `System`, only adding bookkeeping of the sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
+        }
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+// ---------------------------------------------------------------------------
+// Implementations.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Imp {
+    Ours,
+    Tokio,
+    Pingora,
+    FuturesTimer,
+    AsyncIo,
+}
+
+impl Imp {
+    const ALL: [Imp; 5] = [
+        Imp::Ours,
+        Imp::Tokio,
+        Imp::Pingora,
+        Imp::FuturesTimer,
+        Imp::AsyncIo,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Imp::Ours => "ours",
+            Imp::Tokio => "tokio",
+            Imp::Pingora => "pingora",
+            Imp::FuturesTimer => "futures-timer",
+            Imp::AsyncIo => "async-io",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Imp> {
+        Imp::ALL.into_iter().find(|imp| imp.name() == name.trim())
+    }
+}
+
+/// Sleeps until `deadline` with the implementation's own sleep. Those
+/// without an absolute deadline get the remaining duration at first poll.
+async fn sleep_until(imp: Imp, deadline: Instant) {
+    match imp {
+        Imp::Ours => tiered_timer::sleep_until(deadline.into()).await,
+        Imp::Tokio => tokio::time::sleep_until(deadline.into()).await,
+        Imp::Pingora => {
+            pingora_timeout::fast_timeout::fast_sleep(
+                deadline.saturating_duration_since(Instant::now()),
+            )
+            .await
+        }
+        Imp::FuturesTimer => {
+            futures_timer::Delay::new(deadline.saturating_duration_since(Instant::now())).await
+        }
+        Imp::AsyncIo => {
+            async_io::Timer::at(deadline).await;
+        }
+    }
+}
+
+/// One implementation's sleep for `d`, boxed, each at its own size.
+fn boxed_sleep(imp: Imp, d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    match imp {
+        Imp::Ours => Box::pin(tiered_timer::sleep(d)),
+        Imp::Tokio => Box::pin(tokio::time::sleep(d)),
+        Imp::Pingora => Box::pin(pingora_timeout::fast_timeout::fast_sleep(d)),
+        Imp::FuturesTimer => Box::pin(futures_timer::Delay::new(d)),
+        Imp::AsyncIo => Box::pin(async move {
+            async_io::Timer::after(d).await;
+        }),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// CPU time (user + system) of the whole process so far.
+fn process_cpu() -> Duration {
+    // SAFETY: `getrusage` only writes into the struct we hand it.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
+        usage
+    };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx] as f64 / 1e6
+}
+
+// ---------------------------------------------------------------------------
+// Workload 3: mass expiry.
+
+const MASS_TASKS: usize = 200_000;
+
+/// 200 000 tasks each sleeping 1..=1000 ms (spread evenly, shuffled over the
+/// spawn order) from their first poll. Returns process CPU from the first
+/// spawn to the last wake, and lateness p50, p99 and max.
+fn mass_expiry(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let cpu = process_cpu();
+    let mut late: Vec<u64> = rt.block_on(async move {
+        let handles: Vec<_> = (0..MASS_TASKS)
+            .map(|i| {
+                let d = Duration::from_millis(1 + (i as u64 * 7919) % 1000);
+                tokio::spawn(async move {
+                    let deadline = Instant::now() + d;
+                    sleep_until(imp, deadline).await;
+                    Instant::now().duration_since(deadline).as_nanos() as u64
+                })
+            })
+            .collect();
+        let mut late = Vec::with_capacity(MASS_TASKS);
+        for h in handles {
+            late.push(h.await.unwrap());
+        }
+        late
+    });
+    let cpu = process_cpu() - cpu;
+    drop(rt);
+    late.sort_unstable();
+    Some(vec![
+        ms(cpu),
+        percentile(&late, 0.5),
+        percentile(&late, 0.99),
+        percentile(&late, 1.0),
+    ])
+}
+
+// ---------------------------------------------------------------------------
+// Workload 4: cascade storm.
+
+const STORM_TASKS: usize = 300_000;
+
+/// 300 000 tasks due at one far deadline, while a 1 ms ticker (the same
+/// implementation's sleeps) records its worst lateness from the moment every
+/// storm task has registered until the last one woke. Returns the time from
+/// the deadline to the last wake, the ticker's worst lateness, and process
+/// CPU from the first spawn to the last wake.
+fn cascade_storm(imp: Imp, far: Duration) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let cpu = process_cpu();
+    let (all_fired, ticker_worst) = rt.block_on(async move {
+        let deadline = Instant::now() + far;
+        let registered = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let worst = Arc::new(AtomicU64::new(0));
+        let ticker = tokio::spawn({
+            let (registered, done, worst) = (registered.clone(), done.clone(), worst.clone());
+            async move {
+                let start = Instant::now();
+                let mut k = 0u32;
+                while !done.load(Ordering::Relaxed) {
+                    k += 1;
+                    let next = start + Duration::from_millis(u64::from(k));
+                    sleep_until(imp, next).await;
+                    let now = Instant::now();
+                    if registered.load(Ordering::Relaxed) == STORM_TASKS {
+                        let late = now.duration_since(next).as_nanos() as u64;
+                        worst.fetch_max(late, Ordering::Relaxed);
+                    }
+                    // Skip ticks already missed, as `MissedTickBehavior::Skip`.
+                    while start + Duration::from_millis(u64::from(k) + 1) < now {
+                        k += 1;
+                    }
+                }
+            }
+        });
+        let handles: Vec<_> = (0..STORM_TASKS)
+            .map(|_| {
+                let registered = registered.clone();
+                tokio::spawn(async move {
+                    let mut sleep = pin!(sleep_until(imp, deadline));
+                    // The first poll registers the timer.
+                    if std::future::poll_fn(|cx| Poll::Ready(sleep.as_mut().poll(cx).is_ready()))
+                        .await
+                    {
+                        registered.fetch_add(1, Ordering::Relaxed);
+                        return Instant::now();
+                    }
+                    registered.fetch_add(1, Ordering::Relaxed);
+                    sleep.await;
+                    Instant::now()
+                })
+            })
+            .collect();
+        let mut last = deadline;
+        for h in handles {
+            last = last.max(h.await.unwrap());
+        }
+        done.store(true, Ordering::Relaxed);
+        ticker.await.unwrap();
+        (last.duration_since(deadline), worst.load(Ordering::Relaxed))
+    });
+    let cpu = process_cpu() - cpu;
+    drop(rt);
+    Some(vec![ms(all_fired), ticker_worst as f64 / 1e6, ms(cpu)])
+}
+
+// ---------------------------------------------------------------------------
+// The harness: workloads, runs, medians, the table.
+
+#[derive(Clone, Copy)]
+enum Unit {
+    Ns,
+    Ms,
+    Bytes,
+    Count,
+}
+
+impl Unit {
+    fn show(self, v: f64) -> String {
+        if v.is_nan() {
+            return "n/a".into();
+        }
+        match self {
+            Unit::Ns => format!("{v:.0} ns"),
+            Unit::Ms => format!("{v:.1} ms"),
+            Unit::Bytes => format!("{v:.0} B"),
+            Unit::Count => format!("{v:.0}"),
+        }
+    }
+}
+
+type Run = Box<dyn Fn(Imp) -> Option<Vec<f64>>>;
+
+struct Workload {
+    /// "1a", "3", ...: `compare 1` selects every id starting with 1.
+    id: &'static str,
+    name: &'static str,
+    metrics: Vec<(&'static str, Unit)>,
+    runs: usize,
+    run: Run,
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn workloads() -> Vec<Workload> {
+    let runs = env_or("COMPARE_RUNS", 5usize);
+    let heavy = env_or("COMPARE_HEAVY_RUNS", 3usize);
+    let far = Duration::from_millis(env_or("COMPARE_CASCADE_MS", 4500u64));
+    let _ = runs;
+    vec![
+        Workload {
+            id: "3",
+            name: "mass expiry: 200 000 tasks sleeping 1..1000 ms, 2 workers",
+            metrics: vec![
+                ("process CPU", Unit::Ms),
+                ("lateness p50", Unit::Ms),
+                ("lateness p99", Unit::Ms),
+                ("lateness max", Unit::Ms),
+            ],
+            runs: heavy,
+            run: Box::new(mass_expiry),
+        },
+        Workload {
+            id: "4",
+            name: "cascade storm: 300 000 tasks at one far deadline + 1 ms ticker",
+            metrics: vec![
+                ("all fired, after the deadline", Unit::Ms),
+                ("ticker worst lateness", Unit::Ms),
+                ("process CPU", Unit::Ms),
+            ],
+            runs: heavy,
+            run: Box::new(move |imp| cascade_storm(imp, far)),
+        },
+    ]
+}
+
+fn selected(w: &Workload, filter: Option<&str>) -> bool {
+    match filter {
+        None => true,
+        Some(f) if f.starts_with(|c: char| c.is_ascii_digit()) => w.id.starts_with(f),
+        Some(f) => w.name.to_lowercase().contains(&f.to_lowercase()),
+    }
+}
+
+fn machine() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{model}, {cores} cores, {}", std::env::consts::OS)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        child(&args[1..]);
+        return;
+    }
+    let filter = args.first().map(String::as_str);
+    let impls: Vec<Imp> = match std::env::var("COMPARE_IMPLS") {
+        Ok(list) => list
+            .split(',')
+            .map(|n| Imp::parse(n).unwrap_or_else(|| panic!("unknown implementation {n:?}")))
+            .collect(),
+        Err(_) => Imp::ALL.to_vec(),
+    };
+    let peers: Vec<Imp> = impls.iter().copied().filter(|&i| i != Imp::Ours).collect();
+    let has_ours = impls.contains(&Imp::Ours);
+
+    let mut rows: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    for w in workloads().into_iter().filter(|w| selected(w, filter)) {
+        // samples[imp][metric] = one value per run; None once a run says n/a.
+        let mut samples: Vec<Option<Vec<Vec<f64>>>> =
+            vec![Some(vec![Vec::new(); w.metrics.len()]); impls.len()];
+        for run in 0..w.runs {
+            for (k, &imp) in impls.iter().enumerate() {
+                let Some(per_metric) = samples[k].as_mut() else {
+                    continue;
+                };
+                eprint!("{} run {}/{} {:<14}", w.id, run + 1, w.runs, imp.name());
+                match (w.run)(imp) {
+                    Some(values) => {
+                        eprintln!("{values:.2?}");
+                        for (m, v) in values.into_iter().enumerate() {
+                            per_metric[m].push(v);
+                        }
+                    }
+                    None => {
+                        eprintln!("n/a");
+                        samples[k] = None;
+                    }
+                }
+            }
+        }
+        for (m, &(metric, unit)) in w.metrics.iter().enumerate() {
+            let medians: Vec<f64> = samples
+                .iter()
+                .map(|s| s.as_ref().map_or(f64::NAN, |s| median(s[m].clone())))
+                .collect();
+            let mut cells: Vec<String> = medians.iter().map(|&v| unit.show(v)).collect();
+            if has_ours {
+                let ours = medians[0];
+                for &peer in &peers {
+                    let k = impls.iter().position(|&i| i == peer).unwrap();
+                    let ratio = ours / medians[k];
+                    cells.push(if ratio.is_finite() {
+                        format!("{ratio:.2}")
+                    } else {
+                        "n/a".into()
+                    });
+                }
+            }
+            let label = if m == 0 {
+                format!("{} {}", w.id, w.name)
+            } else {
+                String::new()
+            };
+            rows.push((format!("{label} | {metric}"), medians));
+            let last = rows.len() - 1;
+            rows[last].0 = format!("| {} | {} |", rows[last].0, cells.join(" | "));
+        }
+        if w.id == "5" {
+            notes.push(idle_baseline_note(&w));
+        }
+    }
+
+    println!("Machine: {}", machine());
+    println!(
+        "Command: cargo run --release --example compare {}",
+        filter.unwrap_or("")
+    );
+    println!();
+    let mut header = vec!["workload".to_string(), "metric".to_string()];
+    header.extend(impls.iter().map(|i| i.name().to_string()));
+    if has_ours {
+        header.extend(peers.iter().map(|p| format!("ours/{}", p.name())));
+    }
+    println!("| {} |", header.join(" | "));
+    println!("|{}", "---|".repeat(header.len()));
+    for (row, _) in &rows {
+        println!("{row}");
+    }
+    for note in notes {
+        println!();
+        println!("{note}");
+    }
+}
+
+fn idle_baseline_note(_w: &Workload) -> String {
+    String::new()
+}
+
+fn child(_args: &[String]) {}
