@@ -188,6 +188,260 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 }
 
 // ---------------------------------------------------------------------------
+// Workload 1: a guard armed then cancelled.
+
+/// Pending on the first poll, ready on the second; wakes itself when
+/// `wake` so it can run as a task.
+struct PendingOnce {
+    polled: bool,
+    wake: bool,
+}
+
+impl PendingOnce {
+    fn by_hand() -> PendingOnce {
+        PendingOnce {
+            polled: false,
+            wake: false,
+        }
+    }
+
+    fn in_task() -> PendingOnce {
+        PendingOnce {
+            polled: false,
+            wake: true,
+        }
+    }
+}
+
+impl Future for PendingOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.polled, true) {
+            Poll::Ready(())
+        } else {
+            if self.wake {
+                cx.waker().wake_by_ref();
+            }
+            Poll::Pending
+        }
+    }
+}
+
+/// `timeout` for the peers that have none (futures-timer, async-io): the
+/// future first, then the delay, as tokio's `Timeout` does.
+struct Guard<F, D> {
+    future: F,
+    delay: D,
+}
+
+impl<F: Future + Unpin, D: Future + Unpin> Future for Guard<F, D> {
+    type Output = Option<F::Output>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Poll::Ready(v) = Pin::new(&mut self.future).poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        match Pin::new(&mut self.delay).poll(cx) {
+            Poll::Ready(_) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+const GUARD_TIMEOUT: Duration = Duration::from_secs(5);
+const GUARDS_BY_HAND: u32 = 200_000;
+
+/// Calls `body` with a constructor of the implementation's guard around
+/// `inner`, monomorphised per implementation.
+macro_rules! with_guard {
+    ($imp:expr, $inner:expr, $body:ident $(, $arg:expr)*) => {
+        match $imp {
+            Imp::Ours => $body(|| tiered_timer::timeout(GUARD_TIMEOUT, $inner) $(, $arg)*),
+            Imp::Tokio => $body(|| tokio::time::timeout(GUARD_TIMEOUT, $inner) $(, $arg)*),
+            Imp::Pingora => $body(
+                || pingora_timeout::fast_timeout::fast_timeout(GUARD_TIMEOUT, $inner)
+                $(, $arg)*
+            ),
+            Imp::FuturesTimer => $body(
+                || Guard { future: $inner, delay: futures_timer::Delay::new(GUARD_TIMEOUT) }
+                $(, $arg)*
+            ),
+            Imp::AsyncIo => $body(
+                || Guard { future: $inner, delay: async_io::Timer::after(GUARD_TIMEOUT) }
+                $(, $arg)*
+            ),
+        }
+    };
+}
+
+/// Arms and cancels `n` guards on this thread, polling by hand; ns per guard.
+fn guards_by_hand<G: Future>(make: impl Fn() -> G, n: u32) -> f64 {
+    let mut cx = Context::from_waker(Waker::noop());
+    let start = Instant::now();
+    for _ in 0..n {
+        let mut guard = pin!(make());
+        assert!(guard.as_mut().poll(&mut cx).is_pending());
+        assert!(black_box(guard.as_mut().poll(&mut cx).is_ready()));
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(n)
+}
+
+/// 1a: one thread, inside a (2-worker) runtime's context.
+fn guard_by_hand(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let ns = with_guard!(imp, PendingOnce::by_hand(), guards_by_hand, GUARDS_BY_HAND);
+    Some(vec![ns])
+}
+
+/// 1c: as 1a, with 100 000 other timers pending (due 10..20 s out).
+fn guard_loaded(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut others: Vec<_> = (0..100_000u64)
+        .map(|i| {
+            boxed_sleep(
+                imp,
+                Duration::from_secs(10) + Duration::from_micros(i * 100),
+            )
+        })
+        .collect();
+    for other in &mut others {
+        assert!(other.as_mut().poll(&mut cx).is_pending());
+    }
+    let ns = with_guard!(imp, PendingOnce::by_hand(), guards_by_hand, GUARDS_BY_HAND);
+    drop(others);
+    Some(vec![ns])
+}
+
+const GUARD_TASKS: u32 = 1000;
+const GUARDS_PER_TASK: u32 = 200;
+
+/// 1b: 1000 tasks on 2 workers, each arming and cancelling guards in turn
+/// (the inner future wakes its task and is ready on its second poll);
+/// wall-clock ns per guard.
+fn guards_in_tasks<G>(
+    make: impl Fn() -> G + Copy + Send + 'static,
+    rt: &tokio::runtime::Runtime,
+) -> f64
+where
+    G: Future + Send,
+{
+    let start = Instant::now();
+    rt.block_on(async move {
+        let handles: Vec<_> = (0..GUARD_TASKS)
+            .map(|_| {
+                tokio::spawn(async move {
+                    for _ in 0..GUARDS_PER_TASK {
+                        black_box(make().await);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+    start.elapsed().as_nanos() as f64 / f64::from(GUARD_TASKS * GUARDS_PER_TASK)
+}
+
+fn guard_tasks(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let ns = with_guard!(imp, PendingOnce::in_task(), guards_in_tasks, &rt);
+    Some(vec![ns])
+}
+
+// ---------------------------------------------------------------------------
+// Workload 2: reset-heavy idle guards.
+
+const RESET_SLEEPS: usize = 10_000;
+const RESET_ROUNDS: u32 = 50;
+
+/// 10 000 registered sleeps, each pushed later and re-polled 50 times, in
+/// rounds over all of them; ns per reset + poll. pingora's sleeps cannot be
+/// reset.
+fn reset_later(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let mut cx = Context::from_waker(Waker::noop());
+    let base = Duration::from_secs(10);
+    let at = |round: u32| Duration::from_millis(u64::from(round));
+    let origin = Instant::now();
+    let ops = f64::from(RESET_ROUNDS) * RESET_SLEEPS as f64;
+    let ns = match imp {
+        Imp::Ours => {
+            let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
+                .map(|_| tiered_timer::sleep(base))
+                .collect();
+            for s in &mut sleeps {
+                assert!(Pin::new(s).poll(&mut cx).is_pending());
+            }
+            let start = Instant::now();
+            for round in 1..=RESET_ROUNDS {
+                let deadline = (origin + base + at(round)).into();
+                for s in &mut sleeps {
+                    Pin::new(&mut *s).reset(deadline);
+                    black_box(Pin::new(s).poll(&mut cx).is_pending());
+                }
+            }
+            start.elapsed()
+        }
+        Imp::Tokio => {
+            let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
+                .map(|_| Box::pin(tokio::time::sleep(base)))
+                .collect();
+            for s in &mut sleeps {
+                assert!(s.as_mut().poll(&mut cx).is_pending());
+            }
+            let start = Instant::now();
+            for round in 1..=RESET_ROUNDS {
+                let deadline = (origin + base + at(round)).into();
+                for s in &mut sleeps {
+                    s.as_mut().reset(deadline);
+                    black_box(s.as_mut().poll(&mut cx).is_pending());
+                }
+            }
+            start.elapsed()
+        }
+        Imp::Pingora => return None,
+        Imp::FuturesTimer => {
+            let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
+                .map(|_| futures_timer::Delay::new(base))
+                .collect();
+            for s in &mut sleeps {
+                assert!(Pin::new(s).poll(&mut cx).is_pending());
+            }
+            let start = Instant::now();
+            for round in 1..=RESET_ROUNDS {
+                for s in &mut sleeps {
+                    s.reset(base + at(round));
+                    black_box(Pin::new(s).poll(&mut cx).is_pending());
+                }
+            }
+            start.elapsed()
+        }
+        Imp::AsyncIo => {
+            let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
+                .map(|_| async_io::Timer::after(base))
+                .collect();
+            for s in &mut sleeps {
+                assert!(Pin::new(s).poll(&mut cx).is_pending());
+            }
+            let start = Instant::now();
+            for round in 1..=RESET_ROUNDS {
+                let deadline = origin + base + at(round);
+                for s in &mut sleeps {
+                    s.set_at(deadline);
+                    black_box(Pin::new(s).poll(&mut cx).is_pending());
+                }
+            }
+            start.elapsed()
+        }
+    };
+    Some(vec![ns.as_nanos() as f64 / ops])
+}
+
+// ---------------------------------------------------------------------------
 // Workload 3: mass expiry.
 
 const MASS_TASKS: usize = 200_000;
@@ -348,8 +602,35 @@ fn workloads() -> Vec<Workload> {
     let runs = env_or("COMPARE_RUNS", 5usize);
     let heavy = env_or("COMPARE_HEAVY_RUNS", 3usize);
     let far = Duration::from_millis(env_or("COMPARE_CASCADE_MS", 4500u64));
-    let _ = runs;
     vec![
+        Workload {
+            id: "1a",
+            name: "guard armed then cancelled, by hand, one thread",
+            metrics: vec![("per guard", Unit::Ns)],
+            runs,
+            run: Box::new(guard_by_hand),
+        },
+        Workload {
+            id: "1b",
+            name: "guard armed then cancelled, 1 000 tasks, 2 workers",
+            metrics: vec![("per guard (wall)", Unit::Ns)],
+            runs,
+            run: Box::new(guard_tasks),
+        },
+        Workload {
+            id: "1c",
+            name: "guard armed then cancelled, by hand, 100 000 other timers pending",
+            metrics: vec![("per guard", Unit::Ns)],
+            runs,
+            run: Box::new(guard_loaded),
+        },
+        Workload {
+            id: "2",
+            name: "reset-heavy idle guard: 10 000 sleeps pushed later 50 times",
+            metrics: vec![("per reset + poll", Unit::Ns)],
+            runs,
+            run: Box::new(reset_later),
+        },
         Workload {
             id: "3",
             name: "mass expiry: 200 000 tasks sleeping 1..1000 ms, 2 workers",
