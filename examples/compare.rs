@@ -6,7 +6,8 @@
 //! ```sh
 //! cargo run --release --example compare            # everything, a few minutes
 //! cargo run --release --example compare 3          # one workload (id prefix)
-//! cargo run --release --example compare cascade    # or a word of its name
+//! cargo run --release --example compare cascade    # or its key: guard, reset,
+//!                                                  # mass, cascade, idle, memory
 //! ```
 //!
 //! Peers: `tokio::time`, `pingora-timeout` (`fast_timeout`/`fast_sleep`: 10 ms
@@ -30,9 +31,6 @@
 //! background thread (pingora's clock thread ticks every 10 ms forever) would
 //! otherwise be charged to whoever is measured after it, and live heap is
 //! only meaningful in a process that holds nothing else.
-
-// Parts used by the workloads still to come.
-#![allow(dead_code, unused_imports)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -551,11 +549,116 @@ fn cascade_storm(imp: Imp, far: Duration) -> Option<Vec<f64>> {
 }
 
 // ---------------------------------------------------------------------------
+// Workloads 5 and 6, each measurement in a fresh child process.
+
+const IDLE_TIMERS: u64 = 100_000;
+const MEMORY_TIMERS: usize = 1_000_000;
+
+/// Runs this binary again with `--child args...` and parses the numbers it
+/// prints.
+fn run_child(args: &[String]) -> Vec<f64> {
+    let exe = std::env::current_exe().expect("path of this binary");
+    let out = Command::new(exe)
+        .arg("--child")
+        .args(args)
+        .output()
+        .expect("run a child");
+    assert!(
+        out.status.success(),
+        "child {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|v| v.parse().expect("a number from the child"))
+        .collect()
+}
+
+/// 5: `imp` of `None` is a runtime with no timers at all, the baseline.
+fn idle(imp: Option<Imp>, secs: u64) -> Option<Vec<f64>> {
+    let name = imp.map_or("none", Imp::name);
+    let out = run_child(&["idle".into(), name.into(), secs.to_string()]);
+    // The child prints milliseconds; idle CPU is shown in microseconds.
+    Some(vec![out[0] * 1e3, out[1]])
+}
+
+/// 6: bytes per pending timer, future included.
+fn memory(imp: Imp) -> Option<Vec<f64>> {
+    Some(run_child(&["memory".into(), imp.name().into()]))
+}
+
+fn child(args: &[String]) {
+    match args {
+        [what, imp, secs] if what == "idle" => {
+            idle_child(Imp::parse(imp), secs.parse().expect("seconds"));
+        }
+        [what, imp] if what == "memory" => {
+            memory_child(Imp::parse(imp).expect("an implementation"));
+        }
+        _ => panic!("unknown child {args:?}"),
+    }
+}
+
+/// 100 000 timers an hour out, registered by a poll, then nothing due for
+/// `secs`: prints the process CPU used and our driver's wakeups over that
+/// window (NaN for the peers, which have no such count).
+fn idle_child(imp: Option<Imp>, secs: u64) {
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut timers: Vec<_> = match imp {
+        Some(imp) => (0..IDLE_TIMERS)
+            .map(|i| boxed_sleep(imp, Duration::from_secs(3600) + Duration::from_micros(i)))
+            .collect(),
+        None => Vec::new(),
+    };
+    for t in &mut timers {
+        assert!(t.as_mut().poll(&mut cx).is_pending());
+    }
+    let wakeups = || match imp {
+        Some(Imp::Ours) => tiered_timer::Handle::current().stats().wakeups as f64,
+        _ => f64::NAN,
+    };
+    // Let registrations, thread starts and the runtime settle.
+    std::thread::sleep(Duration::from_millis(500));
+    let (cpu, woken) = (process_cpu(), wakeups());
+    std::thread::sleep(Duration::from_secs(secs));
+    let (cpu, woken) = (process_cpu() - cpu, wakeups() - woken);
+    println!("{} {}", ms(cpu), woken);
+    drop(timers);
+}
+
+/// Creates and polls 1 000 000 timers an hour out, each boxed (the future
+/// is part of the cost) in a vector allocated beforehand, and prints the
+/// growth of the live heap per timer.
+fn memory_child(imp: Imp) {
+    COUNTING.store(true, Ordering::SeqCst);
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut timers = Vec::with_capacity(MEMORY_TIMERS);
+    let before = LIVE.load(Ordering::SeqCst);
+    for i in 0..MEMORY_TIMERS {
+        let mut t = boxed_sleep(
+            imp,
+            Duration::from_secs(3600) + Duration::from_micros(i as u64),
+        );
+        assert!(t.as_mut().poll(&mut cx).is_pending());
+        timers.push(t);
+    }
+    let after = LIVE.load(Ordering::SeqCst);
+    println!("{}", (after - before) as f64 / MEMORY_TIMERS as f64);
+    COUNTING.store(false, Ordering::SeqCst);
+    drop(timers);
+}
+
+// ---------------------------------------------------------------------------
 // The harness: workloads, runs, medians, the table.
 
 #[derive(Clone, Copy)]
 enum Unit {
     Ns,
+    Us,
     Ms,
     Bytes,
     Count,
@@ -568,6 +671,7 @@ impl Unit {
         }
         match self {
             Unit::Ns => format!("{v:.0} ns"),
+            Unit::Us => format!("{v:.0} µs"),
             Unit::Ms => format!("{v:.1} ms"),
             Unit::Bytes => format!("{v:.0} B"),
             Unit::Count => format!("{v:.0}"),
@@ -580,6 +684,8 @@ type Run = Box<dyn Fn(Imp) -> Option<Vec<f64>>>;
 struct Workload {
     /// "1a", "3", ...: `compare 1` selects every id starting with 1.
     id: &'static str,
+    /// "guard", "mass", ...: `compare mass` selects by it.
+    key: &'static str,
     name: &'static str,
     metrics: Vec<(&'static str, Unit)>,
     runs: usize,
@@ -602,9 +708,11 @@ fn workloads() -> Vec<Workload> {
     let runs = env_or("COMPARE_RUNS", 5usize);
     let heavy = env_or("COMPARE_HEAVY_RUNS", 3usize);
     let far = Duration::from_millis(env_or("COMPARE_CASCADE_MS", 4500u64));
+    let idle_secs = env_or("COMPARE_IDLE_SECS", 10u64);
     vec![
         Workload {
             id: "1a",
+            key: "guard",
             name: "guard armed then cancelled, by hand, one thread",
             metrics: vec![("per guard", Unit::Ns)],
             runs,
@@ -612,6 +720,7 @@ fn workloads() -> Vec<Workload> {
         },
         Workload {
             id: "1b",
+            key: "guard",
             name: "guard armed then cancelled, 1 000 tasks, 2 workers",
             metrics: vec![("per guard (wall)", Unit::Ns)],
             runs,
@@ -619,6 +728,7 @@ fn workloads() -> Vec<Workload> {
         },
         Workload {
             id: "1c",
+            key: "guard",
             name: "guard armed then cancelled, by hand, 100 000 other timers pending",
             metrics: vec![("per guard", Unit::Ns)],
             runs,
@@ -626,6 +736,7 @@ fn workloads() -> Vec<Workload> {
         },
         Workload {
             id: "2",
+            key: "reset",
             name: "reset-heavy idle guard: 10 000 sleeps pushed later 50 times",
             metrics: vec![("per reset + poll", Unit::Ns)],
             runs,
@@ -633,6 +744,7 @@ fn workloads() -> Vec<Workload> {
         },
         Workload {
             id: "3",
+            key: "mass",
             name: "mass expiry: 200 000 tasks sleeping 1..1000 ms, 2 workers",
             metrics: vec![
                 ("process CPU", Unit::Ms),
@@ -645,6 +757,7 @@ fn workloads() -> Vec<Workload> {
         },
         Workload {
             id: "4",
+            key: "cascade",
             name: "cascade storm: 300 000 tasks at one far deadline + 1 ms ticker",
             metrics: vec![
                 ("all fired, after the deadline", Unit::Ms),
@@ -654,6 +767,25 @@ fn workloads() -> Vec<Workload> {
             runs: heavy,
             run: Box::new(move |imp| cascade_storm(imp, far)),
         },
+        Workload {
+            id: "5",
+            key: "idle",
+            name: "idle: 100 000 timers an hour out, nothing due",
+            metrics: vec![
+                ("process CPU over the window", Unit::Us),
+                ("driver wakeups", Unit::Count),
+            ],
+            runs: env_or("COMPARE_IDLE_RUNS", 1usize),
+            run: Box::new(move |imp| idle(Some(imp), idle_secs)),
+        },
+        Workload {
+            id: "6",
+            key: "memory",
+            name: "memory: 1 000 000 pending timers, future included, fresh process",
+            metrics: vec![("heap per timer", Unit::Bytes)],
+            runs: heavy,
+            run: Box::new(memory),
+        },
     ]
 }
 
@@ -661,7 +793,7 @@ fn selected(w: &Workload, filter: Option<&str>) -> bool {
     match filter {
         None => true,
         Some(f) if f.starts_with(|c: char| c.is_ascii_digit()) => w.id.starts_with(f),
-        Some(f) => w.name.to_lowercase().contains(&f.to_lowercase()),
+        Some(f) => w.key.starts_with(&f.to_lowercase()),
     }
 }
 
@@ -686,6 +818,7 @@ fn main() {
         return;
     }
     let filter = args.first().map(String::as_str);
+    let idle_secs = env_or("COMPARE_IDLE_SECS", 10u64);
     let impls: Vec<Imp> = match std::env::var("COMPARE_IMPLS") {
         Ok(list) => list
             .split(',')
@@ -750,7 +883,13 @@ fn main() {
             rows[last].0 = format!("| {} | {} |", rows[last].0, cells.join(" | "));
         }
         if w.id == "5" {
-            notes.push(idle_baseline_note(&w));
+            let cpu: Vec<f64> = (0..w.runs)
+                .map(|_| idle(None, idle_secs).unwrap()[0])
+                .collect();
+            notes.push(format!(
+                "5: a runtime with no timers at all used {} of CPU over the same {idle_secs} s.",
+                Unit::Us.show(median(cpu))
+            ));
         }
     }
 
@@ -775,9 +914,3 @@ fn main() {
         println!("{note}");
     }
 }
-
-fn idle_baseline_note(_w: &Workload) -> String {
-    String::new()
-}
-
-fn child(_args: &[String]) {}
