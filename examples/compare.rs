@@ -246,7 +246,7 @@ impl<F: Future + Unpin, D: Future + Unpin> Future for Guard<F, D> {
 }
 
 const GUARD_TIMEOUT: Duration = Duration::from_secs(5);
-const GUARDS_BY_HAND: u32 = 200_000;
+const GUARDS_BY_HAND: u32 = 1_000_000;
 
 /// Calls `body` with a constructor of the implementation's guard around
 /// `inner`, monomorphised per implementation.
@@ -313,7 +313,7 @@ fn guard_loaded(imp: Imp) -> Option<Vec<f64>> {
 }
 
 const GUARD_TASKS: u32 = 1000;
-const GUARDS_PER_TASK: u32 = 200;
+const GUARDS_PER_TASK: u32 = 1000;
 
 /// 1b: 1000 tasks on 2 workers, each arming and cancelling guards in turn
 /// (the inner future wakes its task and is ready on its second poll);
