@@ -874,7 +874,9 @@ fn main() {
                 for &peer in &peers {
                     let k = impls.iter().position(|&i| i == peer).unwrap();
                     let ratio = ours / medians[k];
-                    cells.push(if ratio.is_finite() {
+                    cells.push(if ratio.is_finite() && ratio < 0.1 {
+                        format!("{ratio:.3}")
+                    } else if ratio.is_finite() {
                         format!("{ratio:.2}")
                     } else {
                         "n/a".into()
