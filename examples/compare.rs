@@ -176,6 +176,15 @@ fn process_cpu() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// Our default timer's driver wakeups so far (NaN for the peers). Call in
+/// the runtime's context.
+fn our_wakeups(imp: Imp) -> f64 {
+    match imp {
+        Imp::Ours => tiered_timer::Handle::current().stats().wakeups as f64,
+        _ => f64::NAN,
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -449,6 +458,7 @@ const MASS_TASKS: usize = 200_000;
 /// spawn to the last wake, and lateness p50, p99 and max.
 fn mass_expiry(imp: Imp) -> Option<Vec<f64>> {
     let rt = runtime();
+    let woken = rt.block_on(async move { our_wakeups(imp) });
     let cpu = process_cpu();
     let mut late: Vec<u64> = rt.block_on(async move {
         let handles: Vec<_> = (0..MASS_TASKS)
@@ -468,6 +478,7 @@ fn mass_expiry(imp: Imp) -> Option<Vec<f64>> {
         late
     });
     let cpu = process_cpu() - cpu;
+    let woken = rt.block_on(async move { our_wakeups(imp) }) - woken;
     drop(rt);
     late.sort_unstable();
     Some(vec![
@@ -475,6 +486,7 @@ fn mass_expiry(imp: Imp) -> Option<Vec<f64>> {
         percentile(&late, 0.5),
         percentile(&late, 0.99),
         percentile(&late, 1.0),
+        woken,
     ])
 }
 
@@ -490,6 +502,7 @@ const STORM_TASKS: usize = 300_000;
 /// CPU from the first spawn to the last wake.
 fn cascade_storm(imp: Imp, far: Duration) -> Option<Vec<f64>> {
     let rt = runtime();
+    let woken = rt.block_on(async move { our_wakeups(imp) });
     let cpu = process_cpu();
     let (all_fired, ticker_worst) = rt.block_on(async move {
         let deadline = Instant::now() + far;
@@ -544,8 +557,14 @@ fn cascade_storm(imp: Imp, far: Duration) -> Option<Vec<f64>> {
         (last.duration_since(deadline), worst.load(Ordering::Relaxed))
     });
     let cpu = process_cpu() - cpu;
+    let woken = rt.block_on(async move { our_wakeups(imp) }) - woken;
     drop(rt);
-    Some(vec![ms(all_fired), ticker_worst as f64 / 1e6, ms(cpu)])
+    Some(vec![
+        ms(all_fired),
+        ticker_worst as f64 / 1e6,
+        ms(cpu),
+        woken,
+    ])
 }
 
 // ---------------------------------------------------------------------------
@@ -615,10 +634,7 @@ fn idle_child(imp: Option<Imp>, secs: u64) {
     for t in &mut timers {
         assert!(t.as_mut().poll(&mut cx).is_pending());
     }
-    let wakeups = || match imp {
-        Some(Imp::Ours) => tiered_timer::Handle::current().stats().wakeups as f64,
-        _ => f64::NAN,
-    };
+    let wakeups = || imp.map_or(f64::NAN, our_wakeups);
     // Let registrations, thread starts and the runtime settle.
     std::thread::sleep(Duration::from_millis(500));
     let (cpu, woken) = (process_cpu(), wakeups());
@@ -756,6 +772,7 @@ fn workloads() -> Vec<Workload> {
                 ("lateness p50", Unit::Ms),
                 ("lateness p99", Unit::Ms),
                 ("lateness max", Unit::Ms),
+                ("driver wakeups", Unit::Count),
             ],
             runs: heavy,
             run: Box::new(mass_expiry),
@@ -768,6 +785,7 @@ fn workloads() -> Vec<Workload> {
                 ("all fired, after the deadline", Unit::Ms),
                 ("ticker worst lateness", Unit::Ms),
                 ("process CPU", Unit::Ms),
+                ("driver wakeups", Unit::Count),
             ],
             runs: heavy,
             run: Box::new(move |imp| cascade_storm(imp, far)),
