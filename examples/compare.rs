@@ -1,0 +1,944 @@
+//! Side-by-side benchmarks of `tiered-timer` against its peers, in one
+//! process, alternating implementations within each run, median of several
+//! runs. Prints a markdown table: one row per workload and metric, one column
+//! per implementation, and the ratio ours/peer for each peer.
+//!
+//! ```sh
+//! cargo run --release --example compare            # everything, a few minutes
+//! cargo run --release --example compare 3          # one workload (id prefix)
+//! cargo run --release --example compare cascade    # or its key: guard, reset,
+//!                                                  # mass, cascade, idle, memory
+//! ```
+//!
+//! Peers: `tokio::time`, `pingora-timeout` (`fast_timeout`/`fast_sleep`: 10 ms
+//! buckets, a clock thread), `futures-timer` (its own timer thread) and
+//! `async-io`'s `Timer` (its own reactor thread). Every run builds a fresh
+//! 2-worker tokio runtime with only the time driver enabled.
+//!
+//! Knobs (environment):
+//! - `COMPARE_RUNS`: runs of the cheap workloads (1, 2), default 5;
+//! - `COMPARE_HEAVY_RUNS`: runs of workloads 3, 4 and 6, default 3;
+//! - `COMPARE_IDLE_RUNS`: runs of workload 5, default 1;
+//! - `COMPARE_IDLE_SECS`: length of the idle window, default 10;
+//! - `COMPARE_CASCADE_MS`: the common deadline of workload 4, default 4500
+//!   (beyond the 4.096 s span of the two finest wheels of both tokio and a
+//!   default `tiered-timer`, so entries pass through overflow wheels);
+//! - `COMPARE_IMPLS`: a comma list restricting the implementations, e.g.
+//!   `ours,tokio`.
+//!
+//! Workloads 5 (idle) and 6 (memory) run each measurement in a fresh child
+//! process (this binary re-executed with a hidden argument): a peer's
+//! background thread (pingora's clock thread ticks every 10 ms forever) would
+//! otherwise be charged to whoever is measured after it, and live heap is
+//! only meaningful in a process that holds nothing else.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::{pin, Pin};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------
+// Live heap counting, switched on only in the memory child process so the
+// timing workloads pay nothing but one relaxed load per allocation.
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: delegates to `System`, only adding bookkeeping of the sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
+        }
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+// ---------------------------------------------------------------------------
+// Implementations.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Imp {
+    Ours,
+    Tokio,
+    Pingora,
+    FuturesTimer,
+    AsyncIo,
+}
+
+impl Imp {
+    const ALL: [Imp; 5] = [
+        Imp::Ours,
+        Imp::Tokio,
+        Imp::Pingora,
+        Imp::FuturesTimer,
+        Imp::AsyncIo,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Imp::Ours => "ours",
+            Imp::Tokio => "tokio",
+            Imp::Pingora => "pingora",
+            Imp::FuturesTimer => "futures-timer",
+            Imp::AsyncIo => "async-io",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Imp> {
+        Imp::ALL.into_iter().find(|imp| imp.name() == name.trim())
+    }
+}
+
+/// Sleeps until `deadline` with the implementation's own sleep. Those
+/// without an absolute deadline get the remaining duration at first poll.
+async fn sleep_until(imp: Imp, deadline: Instant) {
+    match imp {
+        Imp::Ours => tiered_timer::sleep_until(deadline.into()).await,
+        Imp::Tokio => tokio::time::sleep_until(deadline.into()).await,
+        Imp::Pingora => {
+            pingora_timeout::fast_timeout::fast_sleep(
+                deadline.saturating_duration_since(Instant::now()),
+            )
+            .await
+        }
+        Imp::FuturesTimer => {
+            futures_timer::Delay::new(deadline.saturating_duration_since(Instant::now())).await
+        }
+        Imp::AsyncIo => {
+            async_io::Timer::at(deadline).await;
+        }
+    }
+}
+
+/// One implementation's sleep for `d`, boxed, each at its own size.
+fn boxed_sleep(imp: Imp, d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    match imp {
+        Imp::Ours => Box::pin(tiered_timer::sleep(d)),
+        Imp::Tokio => Box::pin(tokio::time::sleep(d)),
+        Imp::Pingora => Box::pin(pingora_timeout::fast_timeout::fast_sleep(d)),
+        Imp::FuturesTimer => Box::pin(futures_timer::Delay::new(d)),
+        Imp::AsyncIo => Box::pin(async move {
+            async_io::Timer::after(d).await;
+        }),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// CPU time (user + system) of the whole process so far.
+fn process_cpu() -> Duration {
+    // SAFETY: `getrusage` only writes into the struct we hand it.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
+        usage
+    };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Our default timer's driver wakeups so far (NaN for the peers). Call in
+/// the runtime's context.
+fn our_wakeups(imp: Imp) -> f64 {
+    match imp {
+        Imp::Ours => tiered_timer::Handle::current().stats().wakeups as f64,
+        _ => f64::NAN,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx] as f64 / 1e6
+}
+
+// ---------------------------------------------------------------------------
+// Workload 1: a guard armed then cancelled.
+
+/// Pending on the first poll, ready on the second; wakes itself when
+/// `wake` so it can run as a task.
+struct PendingOnce {
+    polled: bool,
+    wake: bool,
+}
+
+impl PendingOnce {
+    fn by_hand() -> PendingOnce {
+        PendingOnce {
+            polled: false,
+            wake: false,
+        }
+    }
+
+    fn in_task() -> PendingOnce {
+        PendingOnce {
+            polled: false,
+            wake: true,
+        }
+    }
+}
+
+impl Future for PendingOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.polled, true) {
+            Poll::Ready(())
+        } else {
+            if self.wake {
+                cx.waker().wake_by_ref();
+            }
+            Poll::Pending
+        }
+    }
+}
+
+/// `timeout` for the peers that have none (futures-timer, async-io): the
+/// future first, then the delay, as tokio's `Timeout` does.
+struct Guard<F, D> {
+    future: F,
+    delay: D,
+}
+
+impl<F: Future + Unpin, D: Future + Unpin> Future for Guard<F, D> {
+    type Output = Option<F::Output>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Poll::Ready(v) = Pin::new(&mut self.future).poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        match Pin::new(&mut self.delay).poll(cx) {
+            Poll::Ready(_) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+const GUARD_TIMEOUT: Duration = Duration::from_secs(5);
+const GUARDS_BY_HAND: u32 = 1_000_000;
+
+/// Calls `body` with a constructor of the implementation's guard around
+/// `inner`, monomorphised per implementation.
+macro_rules! with_guard {
+    ($imp:expr, $inner:expr, $body:ident $(, $arg:expr)*) => {
+        match $imp {
+            Imp::Ours => $body(|| tiered_timer::timeout(GUARD_TIMEOUT, $inner) $(, $arg)*),
+            Imp::Tokio => $body(|| tokio::time::timeout(GUARD_TIMEOUT, $inner) $(, $arg)*),
+            Imp::Pingora => $body(
+                || pingora_timeout::fast_timeout::fast_timeout(GUARD_TIMEOUT, $inner)
+                $(, $arg)*
+            ),
+            Imp::FuturesTimer => $body(
+                || Guard { future: $inner, delay: futures_timer::Delay::new(GUARD_TIMEOUT) }
+                $(, $arg)*
+            ),
+            Imp::AsyncIo => $body(
+                || Guard { future: $inner, delay: async_io::Timer::after(GUARD_TIMEOUT) }
+                $(, $arg)*
+            ),
+        }
+    };
+}
+
+/// Arms and cancels `n` guards on this thread, polling by hand; ns per guard.
+fn guards_by_hand<G: Future>(make: impl Fn() -> G, n: u32) -> f64 {
+    let mut cx = Context::from_waker(Waker::noop());
+    let start = Instant::now();
+    for _ in 0..n {
+        let mut guard = pin!(make());
+        assert!(guard.as_mut().poll(&mut cx).is_pending());
+        assert!(black_box(guard.as_mut().poll(&mut cx).is_ready()));
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(n)
+}
+
+/// 1a: one thread, inside a (2-worker) runtime's context.
+fn guard_by_hand(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let ns = with_guard!(imp, PendingOnce::by_hand(), guards_by_hand, GUARDS_BY_HAND);
+    Some(vec![ns])
+}
+
+/// 1c: as 1a, with 100 000 other timers pending (due 10..20 s out).
+fn guard_loaded(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut others: Vec<_> = (0..100_000u64)
+        .map(|i| {
+            boxed_sleep(
+                imp,
+                Duration::from_secs(10) + Duration::from_micros(i * 100),
+            )
+        })
+        .collect();
+    for other in &mut others {
+        assert!(other.as_mut().poll(&mut cx).is_pending());
+    }
+    let ns = with_guard!(imp, PendingOnce::by_hand(), guards_by_hand, GUARDS_BY_HAND);
+    drop(others);
+    Some(vec![ns])
+}
+
+const GUARD_TASKS: u32 = 1000;
+const GUARDS_PER_TASK: u32 = 1000;
+
+/// 1b: 1000 tasks on 2 workers, each arming and cancelling guards in turn
+/// (the inner future wakes its task and is ready on its second poll);
+/// wall-clock ns per guard.
+fn guards_in_tasks<G>(
+    make: impl Fn() -> G + Copy + Send + 'static,
+    rt: &tokio::runtime::Runtime,
+) -> f64
+where
+    G: Future + Send,
+{
+    let start = Instant::now();
+    rt.block_on(async move {
+        let handles: Vec<_> = (0..GUARD_TASKS)
+            .map(|_| {
+                tokio::spawn(async move {
+                    for _ in 0..GUARDS_PER_TASK {
+                        black_box(make().await);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+    start.elapsed().as_nanos() as f64 / f64::from(GUARD_TASKS * GUARDS_PER_TASK)
+}
+
+fn guard_tasks(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let ns = with_guard!(imp, PendingOnce::in_task(), guards_in_tasks, &rt);
+    Some(vec![ns])
+}
+
+// ---------------------------------------------------------------------------
+// Workload 2: reset-heavy idle guards.
+
+const RESET_SLEEPS: usize = 10_000;
+const RESET_ROUNDS: u32 = 50;
+
+/// 10 000 registered sleeps, each pushed later and re-polled 50 times, in
+/// rounds over all of them; ns per reset + poll. pingora's sleeps cannot be
+/// reset.
+fn reset_later(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let mut cx = Context::from_waker(Waker::noop());
+    let base = Duration::from_secs(10);
+    let at = |round: u32| Duration::from_millis(u64::from(round));
+    let origin = Instant::now();
+    let ops = f64::from(RESET_ROUNDS) * RESET_SLEEPS as f64;
+    let ns = match imp {
+        Imp::Ours => {
+            let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
+                .map(|_| tiered_timer::sleep(base))
+                .collect();
+            for s in &mut sleeps {
+                assert!(Pin::new(s).poll(&mut cx).is_pending());
+            }
+            let start = Instant::now();
+            for round in 1..=RESET_ROUNDS {
+                let deadline = (origin + base + at(round)).into();
+                for s in &mut sleeps {
+                    Pin::new(&mut *s).reset(deadline);
+                    black_box(Pin::new(s).poll(&mut cx).is_pending());
+                }
+            }
+            start.elapsed()
+        }
+        Imp::Tokio => {
+            let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
+                .map(|_| Box::pin(tokio::time::sleep(base)))
+                .collect();
+            for s in &mut sleeps {
+                assert!(s.as_mut().poll(&mut cx).is_pending());
+            }
+            let start = Instant::now();
+            for round in 1..=RESET_ROUNDS {
+                let deadline = (origin + base + at(round)).into();
+                for s in &mut sleeps {
+                    s.as_mut().reset(deadline);
+                    black_box(s.as_mut().poll(&mut cx).is_pending());
+                }
+            }
+            start.elapsed()
+        }
+        Imp::Pingora => return None,
+        Imp::FuturesTimer => {
+            let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
+                .map(|_| futures_timer::Delay::new(base))
+                .collect();
+            for s in &mut sleeps {
+                assert!(Pin::new(s).poll(&mut cx).is_pending());
+            }
+            let start = Instant::now();
+            for round in 1..=RESET_ROUNDS {
+                for s in &mut sleeps {
+                    s.reset(base + at(round));
+                    black_box(Pin::new(s).poll(&mut cx).is_pending());
+                }
+            }
+            start.elapsed()
+        }
+        Imp::AsyncIo => {
+            let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
+                .map(|_| async_io::Timer::after(base))
+                .collect();
+            for s in &mut sleeps {
+                assert!(Pin::new(s).poll(&mut cx).is_pending());
+            }
+            let start = Instant::now();
+            for round in 1..=RESET_ROUNDS {
+                let deadline = origin + base + at(round);
+                for s in &mut sleeps {
+                    s.set_at(deadline);
+                    black_box(Pin::new(s).poll(&mut cx).is_pending());
+                }
+            }
+            start.elapsed()
+        }
+    };
+    Some(vec![ns.as_nanos() as f64 / ops])
+}
+
+// ---------------------------------------------------------------------------
+// Workload 3: mass expiry.
+
+const MASS_TASKS: usize = 200_000;
+
+/// 200 000 tasks each sleeping 1..=1000 ms (spread evenly, shuffled over the
+/// spawn order) from their first poll. Returns process CPU from the first
+/// spawn to the last wake, and lateness p50, p99 and max.
+fn mass_expiry(imp: Imp) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let woken = rt.block_on(async move { our_wakeups(imp) });
+    let cpu = process_cpu();
+    let mut late: Vec<u64> = rt.block_on(async move {
+        let handles: Vec<_> = (0..MASS_TASKS)
+            .map(|i| {
+                let d = Duration::from_millis(1 + (i as u64 * 7919) % 1000);
+                tokio::spawn(async move {
+                    let deadline = Instant::now() + d;
+                    sleep_until(imp, deadline).await;
+                    Instant::now().duration_since(deadline).as_nanos() as u64
+                })
+            })
+            .collect();
+        let mut late = Vec::with_capacity(MASS_TASKS);
+        for h in handles {
+            late.push(h.await.unwrap());
+        }
+        late
+    });
+    let cpu = process_cpu() - cpu;
+    let woken = rt.block_on(async move { our_wakeups(imp) }) - woken;
+    drop(rt);
+    late.sort_unstable();
+    Some(vec![
+        ms(cpu),
+        percentile(&late, 0.5),
+        percentile(&late, 0.99),
+        percentile(&late, 1.0),
+        woken,
+    ])
+}
+
+// ---------------------------------------------------------------------------
+// Workload 4: cascade storm.
+
+const STORM_TASKS: usize = 300_000;
+
+/// 300 000 tasks due at one far deadline, while a 1 ms ticker (the same
+/// implementation's sleeps) records its worst lateness from the moment every
+/// storm task has registered until the last one woke. Returns the time from
+/// the deadline to the last wake, the ticker's worst lateness, and process
+/// CPU from the first spawn to the last wake.
+fn cascade_storm(imp: Imp, far: Duration) -> Option<Vec<f64>> {
+    let rt = runtime();
+    let woken = rt.block_on(async move { our_wakeups(imp) });
+    let cpu = process_cpu();
+    let (all_fired, ticker_worst) = rt.block_on(async move {
+        let deadline = Instant::now() + far;
+        let registered = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let worst = Arc::new(AtomicU64::new(0));
+        let ticker = tokio::spawn({
+            let (registered, done, worst) = (registered.clone(), done.clone(), worst.clone());
+            async move {
+                let start = Instant::now();
+                let mut k = 0u32;
+                while !done.load(Ordering::Relaxed) {
+                    k += 1;
+                    let next = start + Duration::from_millis(u64::from(k));
+                    sleep_until(imp, next).await;
+                    let now = Instant::now();
+                    if registered.load(Ordering::Relaxed) == STORM_TASKS {
+                        let late = now.duration_since(next).as_nanos() as u64;
+                        worst.fetch_max(late, Ordering::Relaxed);
+                    }
+                    // Skip ticks already missed, as `MissedTickBehavior::Skip`.
+                    while start + Duration::from_millis(u64::from(k) + 1) < now {
+                        k += 1;
+                    }
+                }
+            }
+        });
+        let handles: Vec<_> = (0..STORM_TASKS)
+            .map(|_| {
+                let registered = registered.clone();
+                tokio::spawn(async move {
+                    let mut sleep = pin!(sleep_until(imp, deadline));
+                    // The first poll registers the timer.
+                    if std::future::poll_fn(|cx| Poll::Ready(sleep.as_mut().poll(cx).is_ready()))
+                        .await
+                    {
+                        registered.fetch_add(1, Ordering::Relaxed);
+                        return Instant::now();
+                    }
+                    registered.fetch_add(1, Ordering::Relaxed);
+                    sleep.await;
+                    Instant::now()
+                })
+            })
+            .collect();
+        let mut last = deadline;
+        for h in handles {
+            last = last.max(h.await.unwrap());
+        }
+        done.store(true, Ordering::Relaxed);
+        ticker.await.unwrap();
+        (last.duration_since(deadline), worst.load(Ordering::Relaxed))
+    });
+    let cpu = process_cpu() - cpu;
+    let woken = rt.block_on(async move { our_wakeups(imp) }) - woken;
+    drop(rt);
+    Some(vec![
+        ms(all_fired),
+        ticker_worst as f64 / 1e6,
+        ms(cpu),
+        woken,
+    ])
+}
+
+// ---------------------------------------------------------------------------
+// Workloads 5 and 6, each measurement in a fresh child process.
+
+const IDLE_TIMERS: u64 = 100_000;
+const MEMORY_TIMERS: usize = 1_000_000;
+
+/// Runs this binary again with `--child args...` and parses the numbers it
+/// prints.
+fn run_child(args: &[String]) -> Vec<f64> {
+    let exe = std::env::current_exe().expect("path of this binary");
+    let out = Command::new(exe)
+        .arg("--child")
+        .args(args)
+        .output()
+        .expect("run a child");
+    assert!(
+        out.status.success(),
+        "child {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|v| v.parse().expect("a number from the child"))
+        .collect()
+}
+
+/// 5: `imp` of `None` is a runtime with no timers at all, the baseline.
+fn idle(imp: Option<Imp>, secs: u64) -> Option<Vec<f64>> {
+    let name = imp.map_or("none", Imp::name);
+    let out = run_child(&["idle".into(), name.into(), secs.to_string()]);
+    // The child prints milliseconds; idle CPU is shown in microseconds.
+    Some(vec![out[0] * 1e3, out[1]])
+}
+
+/// 6: bytes per pending timer, future included.
+fn memory(imp: Imp) -> Option<Vec<f64>> {
+    Some(run_child(&["memory".into(), imp.name().into()]))
+}
+
+fn child(args: &[String]) {
+    match args {
+        [what, imp, secs] if what == "idle" => {
+            idle_child(Imp::parse(imp), secs.parse().expect("seconds"));
+        }
+        [what, imp] if what == "memory" => {
+            memory_child(Imp::parse(imp).expect("an implementation"));
+        }
+        _ => panic!("unknown child {args:?}"),
+    }
+}
+
+/// 100 000 timers an hour out, registered by a poll, then nothing due for
+/// `secs`: prints the process CPU used and our driver's wakeups over that
+/// window (NaN for the peers, which have no such count).
+fn idle_child(imp: Option<Imp>, secs: u64) {
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut timers: Vec<_> = match imp {
+        Some(imp) => (0..IDLE_TIMERS)
+            .map(|i| boxed_sleep(imp, Duration::from_secs(3600) + Duration::from_micros(i)))
+            .collect(),
+        None => Vec::new(),
+    };
+    for t in &mut timers {
+        assert!(t.as_mut().poll(&mut cx).is_pending());
+    }
+    let wakeups = || imp.map_or(f64::NAN, our_wakeups);
+    // Let registrations, thread starts and the runtime settle.
+    std::thread::sleep(Duration::from_millis(500));
+    let (cpu, woken) = (process_cpu(), wakeups());
+    std::thread::sleep(Duration::from_secs(secs));
+    let (cpu, woken) = (process_cpu() - cpu, wakeups() - woken);
+    println!("{} {}", ms(cpu), woken);
+    drop(timers);
+}
+
+/// Creates and polls 1 000 000 timers an hour out, each boxed (the future
+/// is part of the cost) in a vector allocated beforehand, and prints the
+/// growth of the live heap per timer.
+fn memory_child(imp: Imp) {
+    COUNTING.store(true, Ordering::SeqCst);
+    let rt = runtime();
+    let _in_rt = rt.enter();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut timers = Vec::with_capacity(MEMORY_TIMERS);
+    let before = LIVE.load(Ordering::SeqCst);
+    for i in 0..MEMORY_TIMERS {
+        let mut t = boxed_sleep(
+            imp,
+            Duration::from_secs(3600) + Duration::from_micros(i as u64),
+        );
+        assert!(t.as_mut().poll(&mut cx).is_pending());
+        timers.push(t);
+    }
+    let after = LIVE.load(Ordering::SeqCst);
+    let future = std::mem::size_of_val(&*timers[0]);
+    println!(
+        "{} {future}",
+        (after - before) as f64 / MEMORY_TIMERS as f64
+    );
+    COUNTING.store(false, Ordering::SeqCst);
+    drop(timers);
+}
+
+// ---------------------------------------------------------------------------
+// The harness: workloads, runs, medians, the table.
+
+#[derive(Clone, Copy)]
+enum Unit {
+    Ns,
+    Us,
+    Ms,
+    Bytes,
+    Count,
+}
+
+impl Unit {
+    fn show(self, v: f64) -> String {
+        if v.is_nan() {
+            return "n/a".into();
+        }
+        match self {
+            Unit::Ns => format!("{v:.0} ns"),
+            Unit::Us => format!("{v:.0} µs"),
+            Unit::Ms if v < 10.0 => format!("{v:.2} ms"),
+            Unit::Ms => format!("{v:.1} ms"),
+            Unit::Bytes => format!("{v:.0} B"),
+            Unit::Count => format!("{v:.0}"),
+        }
+    }
+}
+
+type Run = Box<dyn Fn(Imp) -> Option<Vec<f64>>>;
+
+struct Workload {
+    /// "1a", "3", ...: `compare 1` selects every id starting with 1.
+    id: &'static str,
+    /// "guard", "mass", ...: `compare mass` selects by it.
+    key: &'static str,
+    name: &'static str,
+    metrics: Vec<(&'static str, Unit)>,
+    runs: usize,
+    run: Run,
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn workloads() -> Vec<Workload> {
+    let runs = env_or("COMPARE_RUNS", 5usize);
+    let heavy = env_or("COMPARE_HEAVY_RUNS", 3usize);
+    let far = Duration::from_millis(env_or("COMPARE_CASCADE_MS", 4500u64));
+    let idle_secs = env_or("COMPARE_IDLE_SECS", 10u64);
+    vec![
+        Workload {
+            id: "1a",
+            key: "guard",
+            name: "guard armed then cancelled, by hand, one thread",
+            metrics: vec![("per guard", Unit::Ns)],
+            runs,
+            run: Box::new(guard_by_hand),
+        },
+        Workload {
+            id: "1b",
+            key: "guard",
+            name: "guard armed then cancelled, 1 000 tasks, 2 workers",
+            metrics: vec![("per guard (wall)", Unit::Ns)],
+            runs,
+            run: Box::new(guard_tasks),
+        },
+        Workload {
+            id: "1c",
+            key: "guard",
+            name: "guard armed then cancelled, by hand, 100 000 other timers pending",
+            metrics: vec![("per guard", Unit::Ns)],
+            runs,
+            run: Box::new(guard_loaded),
+        },
+        Workload {
+            id: "2",
+            key: "reset",
+            name: "reset-heavy idle guard: 10 000 sleeps pushed later 50 times",
+            metrics: vec![("per reset + poll", Unit::Ns)],
+            runs,
+            run: Box::new(reset_later),
+        },
+        Workload {
+            id: "3",
+            key: "mass",
+            name: "mass expiry: 200 000 tasks sleeping 1..1000 ms, 2 workers",
+            metrics: vec![
+                ("process CPU", Unit::Ms),
+                ("lateness p50", Unit::Ms),
+                ("lateness p99", Unit::Ms),
+                ("lateness max", Unit::Ms),
+                ("driver wakeups", Unit::Count),
+            ],
+            runs: heavy,
+            run: Box::new(mass_expiry),
+        },
+        Workload {
+            id: "4",
+            key: "cascade",
+            name: "cascade storm: 300 000 tasks at one far deadline + 1 ms ticker",
+            metrics: vec![
+                ("all fired, after the deadline", Unit::Ms),
+                ("ticker worst lateness", Unit::Ms),
+                ("process CPU", Unit::Ms),
+                ("driver wakeups", Unit::Count),
+            ],
+            runs: heavy,
+            run: Box::new(move |imp| cascade_storm(imp, far)),
+        },
+        Workload {
+            id: "5",
+            key: "idle",
+            name: "idle: 100 000 timers an hour out, nothing due",
+            metrics: vec![
+                ("process CPU over the window", Unit::Us),
+                ("driver wakeups", Unit::Count),
+            ],
+            runs: env_or("COMPARE_IDLE_RUNS", 1usize),
+            run: Box::new(move |imp| idle(Some(imp), idle_secs)),
+        },
+        Workload {
+            id: "6",
+            key: "memory",
+            name: "memory: 1 000 000 pending timers, future included, fresh process",
+            metrics: vec![
+                ("heap per timer", Unit::Bytes),
+                ("of which the future itself", Unit::Bytes),
+            ],
+            runs: heavy,
+            run: Box::new(memory),
+        },
+    ]
+}
+
+fn selected(w: &Workload, filter: Option<&str>) -> bool {
+    match filter {
+        None => true,
+        Some(f) if f.starts_with(|c: char| c.is_ascii_digit()) => w.id.starts_with(f),
+        Some(f) => w.key.starts_with(&f.to_lowercase()),
+    }
+}
+
+fn machine() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{model}, {cores} cores, {}", std::env::consts::OS)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        child(&args[1..]);
+        return;
+    }
+    let filter = args.first().map(String::as_str);
+    let idle_secs = env_or("COMPARE_IDLE_SECS", 10u64);
+    let impls: Vec<Imp> = match std::env::var("COMPARE_IMPLS") {
+        Ok(list) => list
+            .split(',')
+            .map(|n| Imp::parse(n).unwrap_or_else(|| panic!("unknown implementation {n:?}")))
+            .collect(),
+        Err(_) => Imp::ALL.to_vec(),
+    };
+    let peers: Vec<Imp> = impls.iter().copied().filter(|&i| i != Imp::Ours).collect();
+    let has_ours = impls.contains(&Imp::Ours);
+
+    let mut rows: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    for w in workloads().into_iter().filter(|w| selected(w, filter)) {
+        // samples[imp][metric] = one value per run; None once a run says n/a.
+        let mut samples: Vec<Option<Vec<Vec<f64>>>> =
+            vec![Some(vec![Vec::new(); w.metrics.len()]); impls.len()];
+        for run in 0..w.runs {
+            for (k, &imp) in impls.iter().enumerate() {
+                let Some(per_metric) = samples[k].as_mut() else {
+                    continue;
+                };
+                eprint!("{} run {}/{} {:<14}", w.id, run + 1, w.runs, imp.name());
+                match (w.run)(imp) {
+                    Some(values) => {
+                        eprintln!("{values:.2?}");
+                        for (m, v) in values.into_iter().enumerate() {
+                            per_metric[m].push(v);
+                        }
+                    }
+                    None => {
+                        eprintln!("n/a");
+                        samples[k] = None;
+                    }
+                }
+            }
+        }
+        for (m, &(metric, unit)) in w.metrics.iter().enumerate() {
+            let medians: Vec<f64> = samples
+                .iter()
+                .map(|s| s.as_ref().map_or(f64::NAN, |s| median(s[m].clone())))
+                .collect();
+            let mut cells: Vec<String> = medians.iter().map(|&v| unit.show(v)).collect();
+            if has_ours {
+                let ours = medians[0];
+                for &peer in &peers {
+                    let k = impls.iter().position(|&i| i == peer).unwrap();
+                    let ratio = ours / medians[k];
+                    cells.push(if ratio.is_finite() && ratio < 0.1 {
+                        format!("{ratio:.3}")
+                    } else if ratio.is_finite() {
+                        format!("{ratio:.2}")
+                    } else {
+                        "n/a".into()
+                    });
+                }
+            }
+            let label = if m == 0 {
+                format!("{} {}", w.id, w.name)
+            } else {
+                String::new()
+            };
+            rows.push((format!("{label} | {metric}"), medians));
+            let last = rows.len() - 1;
+            rows[last].0 = format!("| {} | {} |", rows[last].0, cells.join(" | "));
+        }
+        if w.id == "5" {
+            let cpu: Vec<f64> = (0..w.runs)
+                .map(|_| idle(None, idle_secs).unwrap()[0])
+                .collect();
+            notes.push(format!(
+                "5: a runtime with no timers at all used {} of CPU over the same {idle_secs} s.",
+                Unit::Us.show(median(cpu))
+            ));
+        }
+    }
+
+    println!("Machine: {}", machine());
+    println!(
+        "Command: cargo run --release --example compare {}",
+        filter.unwrap_or("")
+    );
+    println!();
+    let mut header = vec!["workload".to_string(), "metric".to_string()];
+    header.extend(impls.iter().map(|i| i.name().to_string()));
+    if has_ours {
+        header.extend(peers.iter().map(|p| format!("ours/{}", p.name())));
+    }
+    println!("| {} |", header.join(" | "));
+    println!("|{}", "---|".repeat(header.len()));
+    for (row, _) in &rows {
+        println!("{row}");
+    }
+    for note in notes {
+        println!();
+        println!("{note}");
+    }
+}
