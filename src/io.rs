@@ -165,22 +165,29 @@ enum Direction {
 }
 
 impl Limit {
-    fn set(&mut self, timeout: Option<Duration>) {
+    fn set(&mut self, handle: &Handle, timeout: Option<Duration>) {
         self.timeout = timeout;
-        self.armed = false;
         if timeout.is_none() {
             // Nothing to fire: give the timer entry back.
             self.sleep = None;
+            self.armed = false;
+        } else if self.armed {
+            // An operation is waiting: restart its clock now, with the new
+            // length (its task stays registered with the sleep).
+            self.armed = false;
+            self.arm(handle, handle.shared.now());
         }
     }
 
     /// Whether arming it needs a clock read.
+    #[inline]
     fn needs_arming(&self) -> bool {
         self.timeout.is_some() && !self.armed
     }
 
     /// Arms it to expire `timeout` after `now`, reusing its sleep: a reset
     /// to a later deadline, which takes no lock.
+    #[inline]
     fn arm(&mut self, handle: &Handle, now: Instant) {
         let Some(timeout) = self.timeout else { return };
         if self.armed {
@@ -196,6 +203,7 @@ impl Limit {
 
     /// Polls an armed limit: `Ready` once it has expired (and then it is
     /// disarmed).
+    #[inline]
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Duration> {
         match (self.armed, &mut self.sleep, self.timeout) {
             (true, Some(sleep), Some(timeout)) => {
@@ -222,6 +230,7 @@ impl Limits {
         }
     }
 
+    #[inline]
     fn limit(&mut self, direction: Direction) -> &mut Limit {
         match direction {
             Direction::Read => &mut self.read,
@@ -231,6 +240,7 @@ impl Limits {
 
     /// Fails if the deadline has passed; otherwise registers the task to be
     /// woken when it does.
+    #[inline]
     fn check_deadline(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
         match &mut self.deadline {
             Some(sleep) => match sleep.poll_elapsed(cx) {
@@ -242,6 +252,7 @@ impl Limits {
     }
 
     /// Accounts for an operation in `direction` that returned `Ready`.
+    #[inline]
     fn on_ready<T>(&mut self, direction: Direction, result: &io::Result<T>) {
         self.limit(direction).armed = false;
         if result.is_ok() {
@@ -254,8 +265,8 @@ impl Limits {
     /// clock read for both), and fails if either has expired.
     fn on_pending<T>(&mut self, direction: Direction, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
         if self.limit(direction).needs_arming() || self.idle.needs_arming() {
+            // (No `observe`: these deadlines are all in the future.)
             let now = self.handle.shared.now();
-            self.handle.shared.observe(now);
             let handle = &self.handle;
             match direction {
                 Direction::Read => self.read.arm(handle, now),
@@ -382,8 +393,8 @@ impl<S> TimeoutStream<S> {
     /// (the default) disables it.
     ///
     /// The timer starts when a read returns `Pending`, and stops when a read
-    /// returns `Ready`; changing the timeout disarms it, so a read already
-    /// waiting starts the new timeout at its next poll.
+    /// returns `Ready`. Changing the timeout while a read is waiting
+    /// restarts the wait's clock now, with the new length.
     ///
     /// # Examples
     ///
@@ -402,7 +413,7 @@ impl<S> TimeoutStream<S> {
     /// # }
     /// ```
     pub fn set_read_timeout(&mut self, timeout: Option<Duration>) {
-        self.limits.read.set(timeout);
+        self.limits.read.set(&self.limits.handle, timeout);
     }
 
     /// Returns the write timeout: how long a write, flush or shutdown may
@@ -431,7 +442,8 @@ impl<S> TimeoutStream<S> {
     /// timeout of … elapsed"). `None` (the default) disables it.
     ///
     /// This is what catches a peer that stopped reading: its receive window
-    /// fills up and writes stay `Pending`.
+    /// fills up and writes stay `Pending`. Changing the timeout while a
+    /// write is waiting restarts the wait's clock now, with the new length.
     ///
     /// # Examples
     ///
@@ -451,7 +463,7 @@ impl<S> TimeoutStream<S> {
     /// # }
     /// ```
     pub fn set_write_timeout(&mut self, timeout: Option<Duration>) {
-        self.limits.write.set(timeout);
+        self.limits.write.set(&self.limits.handle, timeout);
     }
 
     /// Returns the idle timeout: how long the stream may go without a
@@ -481,7 +493,8 @@ impl<S> TimeoutStream<S> {
     ///
     /// Every successful operation re-arms it, lazily: the idle clock starts
     /// at the first operation that returns `Pending` after a transfer (see
-    /// the [type's documentation](TimeoutStream#the-limits)).
+    /// the [type's documentation](TimeoutStream#the-limits)). Changing it
+    /// while armed restarts the idle clock now, with the new length.
     ///
     /// # Examples
     ///
@@ -500,7 +513,7 @@ impl<S> TimeoutStream<S> {
     /// # }
     /// ```
     pub fn set_idle_timeout(&mut self, timeout: Option<Duration>) {
-        self.limits.idle.set(timeout);
+        self.limits.idle.set(&self.limits.handle, timeout);
     }
 
     /// Returns the absolute deadline of the whole stream, if one is set.
