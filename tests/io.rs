@@ -327,7 +327,7 @@ async fn deadline_already_passed_fails_the_first_operation() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn changing_a_timeout_applies_from_the_next_wait() {
+async fn changing_an_armed_timeout_restarts_its_clock_now() {
     let (stream, _peer) = duplex(64);
     let mut stream = TimeoutStream::new(stream);
     stream.set_read_timeout(Some(secs(60)));
@@ -338,11 +338,13 @@ async fn changing_a_timeout_applies_from_the_next_wait() {
         time::advance(secs(10)).await;
         assert_pending!(read.poll());
     }
-    stream.set_read_timeout(Some(secs(2)));
-    assert_eq!(stream.read_timeout(), Some(secs(2)));
+    // Still armed (no read completed): the new length counts from now.
+    stream.set_read_timeout(Some(secs(5)));
+    assert_eq!(stream.read_timeout(), Some(secs(5)));
+    time::advance(secs(3)).await;
     let start = Instant::now();
     let err = stream.read(&mut [0; 8]).await.unwrap_err();
-    assert_timed_out(&err, "read timeout of 2s elapsed");
+    assert_timed_out(&err, "read timeout of 5s elapsed");
     assert_eq!(start.elapsed(), secs(2));
     // Clearing it gives the timer entry back.
     stream.set_read_timeout(None);
