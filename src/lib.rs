@@ -33,6 +33,9 @@
 //!   Kafka's `SystemTimer` and Netty's `HashedWheelTimer`: cancel it with
 //!   [`Scheduled::cancel`], and get back the ones that never ran from
 //!   [`Timer::shutdown`].
+//! * [`io::TimeoutStream`] guards network I/O with read, write and idle
+//!   timeouts and a deadline, re-armed without a lock on every event; with
+//!   the `hyper` feature, `HyperTimer` runs hyper's timers on this crate.
 //! * The [`clock`] module makes the time source pluggable: tokio's clock by
 //!   default, or a [`ManualClock`](clock::ManualClock) for simulations.
 //!
@@ -95,7 +98,11 @@
 pub mod clock;
 mod driver;
 pub mod error;
+#[cfg(all(feature = "hyper", not(loom)))]
+mod hyper_timer;
 mod interval;
+#[cfg(not(loom))]
+pub mod io;
 mod rt;
 mod schedule;
 mod sleep;
@@ -109,6 +116,8 @@ mod wheel;
 #[doc(hidden)]
 pub use crate::driver::loom_api as __loom;
 pub use crate::error::Error;
+#[cfg(all(feature = "hyper", not(loom)))]
+pub use crate::hyper_timer::HyperTimer;
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use crate::schedule::{Scheduled, Unfired};
 pub use crate::sleep::{sleep, sleep_until, Sleep};

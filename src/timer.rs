@@ -418,7 +418,7 @@ impl Handle {
         self.sleep_from(now, duration)
     }
 
-    fn sleep_from(&self, now: Instant, duration: Duration) -> Sleep {
+    pub(crate) fn sleep_from(&self, now: Instant, duration: Duration) -> Sleep {
         match now.checked_add(duration) {
             Some(deadline) => Sleep::new(self.clone(), deadline),
             None => Sleep::never(self.clone(), far_future(now)),
