@@ -109,6 +109,17 @@ mod wheel;
 #[doc(hidden)]
 pub use crate::driver::loom_api as __loom;
 pub use crate::error::Error;
+
+/// The fuzz target's entry point (`fuzz/`); not part of the API.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod __fuzz {
+    /// Runs the wheel harness on one fuzzer input; panics on a divergence
+    /// from the model.
+    pub fn run(data: &[u8]) {
+        crate::wheel::fuzz::run(data);
+    }
+}
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use crate::schedule::{Scheduled, Unfired};
 pub use crate::sleep::{sleep, sleep_until, Sleep};
