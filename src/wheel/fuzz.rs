@@ -7,7 +7,8 @@
 //! * a header picks the wheel size (2 and 3 are favoured: they force many
 //!   levels and cascades) and the tick, in nanoseconds (1 ns up to about a
 //!   second, including odd ticks such as 1.5 ms);
-//! * then operations: insert, cancel, reset earlier, reset later, and advance
+//! * then operations: insert (filed, or unfiled as for a deadline that
+//!   never comes), cancel, unfile, reset earlier, reset later, and advance
 //!   by small, medium, huge or near-`u64::MAX` amounts. Deadlines may lie in
 //!   the past, at "now", or near `u64::MAX`.
 //!
@@ -15,7 +16,8 @@
 //! becomes tick `ceil(d / tick)` and "now" becomes `floor(now / tick)`.
 //! After every step the harness checks:
 //!
-//! * each entry fires exactly once unless cancelled;
+//! * each entry fires exactly once unless cancelled (an unfiled entry not
+//!   at all until it is reset);
 //! * never before its deadline (in nanoseconds, not just ticks);
 //! * no later than one tick after it became due: after advancing to `now`,
 //!   an entry has fired if and only if its deadline tick is at or before
@@ -77,6 +79,8 @@ struct Live {
     key: Key,
     /// The deadline in nanoseconds.
     deadline: u64,
+    /// Filed (will come due); an unfiled entry waits for a reset.
+    filed: bool,
 }
 
 struct Harness {
@@ -106,16 +110,35 @@ impl Harness {
         self.live.keys().nth(usize::from(index) % n).copied()
     }
 
-    fn insert(&mut self, deadline: u64) {
+    fn insert(&mut self, deadline: u64, filed: bool) {
         let id = self.next_id;
         self.next_id += 1;
         let tick_deadline = self.ticks_ceil(deadline);
-        let (key, due_at) = self.wheel.insert(tick_deadline, id);
-        assert!(
-            due_at <= tick_deadline.max(self.wheel.elapsed()),
-            "insert({tick_deadline}) is due at {due_at}, after its deadline"
+        let key = if filed {
+            let (key, due_at) = self.wheel.insert(tick_deadline, id);
+            assert!(
+                due_at <= tick_deadline.max(self.wheel.elapsed()),
+                "insert({tick_deadline}) is due at {due_at}, after its deadline"
+            );
+            key
+        } else {
+            // As the driver does for deadlines that never come.
+            self.wheel.insert_unfiled(tick_deadline, id)
+        };
+        self.live.insert(
+            id,
+            Live {
+                key,
+                deadline,
+                filed,
+            },
         );
-        self.live.insert(id, Live { key, deadline });
+    }
+
+    fn unfile(&mut self, id: u32) {
+        let entry = self.live.get_mut(&id).expect("picked from the model");
+        entry.filed = false;
+        self.wheel.unfile(entry.key);
     }
 
     fn cancel(&mut self, id: u32) {
@@ -131,6 +154,7 @@ impl Harness {
         let tick_deadline = self.ticks_ceil(deadline);
         let entry = self.live.get_mut(&id).expect("picked from the model");
         entry.deadline = deadline;
+        entry.filed = true;
         let key = entry.key;
         let due_at = self.wheel.reset(key, tick_deadline);
         assert!(
@@ -169,7 +193,7 @@ impl Harness {
             last_deadline = deadline_tick;
         }
         assert!(self.wheel.elapsed() >= now_tick, "time did not reach now");
-        for (id, entry) in &self.live {
+        for (id, entry) in self.live.iter().filter(|(_, entry)| entry.filed) {
             let deadline_tick = self.ticks_ceil(entry.deadline);
             assert!(
                 deadline_tick > now_tick,
@@ -190,13 +214,14 @@ impl Harness {
         let earliest = self
             .live
             .values()
+            .filter(|entry| entry.filed)
             .map(|entry| self.ticks_ceil(entry.deadline))
             .min();
         let next = self.wheel.next_expiration();
         match earliest {
-            None => assert_eq!(next, None, "nothing live, yet something is due"),
+            None => assert_eq!(next, None, "nothing filed, yet something is due"),
             Some(earliest) => {
-                let next = next.expect("a live entry, yet nothing is due");
+                let next = next.expect("a filed entry, yet nothing is due");
                 assert!(
                     next <= earliest.max(self.wheel.elapsed()),
                     "next expiration {next} is after the earliest deadline {earliest}"
@@ -245,11 +270,15 @@ pub(crate) fn run(data: &[u8]) {
                     } else {
                         harness.now.saturating_add(span)
                     };
-                    harness.insert(deadline);
+                    harness.insert(deadline, op & 0x40 == 0);
                 }
                 3 => {
                     if let Some(id) = harness.pick(bytes.u8()?) {
-                        harness.cancel(id);
+                        if op & 0x80 == 0 {
+                            harness.cancel(id);
+                        } else {
+                            harness.unfile(id);
+                        }
                     }
                 }
                 4 => {
