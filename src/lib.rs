@@ -79,6 +79,11 @@
 //!   differently paused clocks are mixed).
 //! * Sleeps of a timer that has shut down (its [`Timer`] dropped, or its
 //!   runtime shut down) panic when polled, saying so; resetting one does not.
+//! * A timer's range is `u64` ticks from its creation (about 584 million
+//!   years at 1 ms). A deadline past its last tick behaves like
+//!   `Duration::MAX`: it never fires and holds no wheel slot. Such a sleep is
+//!   not counted by [`Handle::pending`]; such a callback is, until it is
+//!   cancelled or handed back by [`Timer::shutdown`].
 //!
 //! # Never early
 //!
@@ -86,6 +91,12 @@
 //! first tick boundary `o + k·t` with `o + k·t >= d`, and never before it.
 //! (It may be later when the runtime is busy, like any timer.) The default
 //! timer's tick is 1 ms.
+//!
+//! With tokio's clock, the driver waits on tokio's own sleeps, which fall on
+//! tokio's 1 ms grid. A timer built at a sub-millisecond offset from that
+//! grid, or with a tick that is not a whole number of milliseconds, can
+//! therefore fire up to 1 ms after its tick boundary: never before its
+//! deadline, and at most one tick + 1 ms after it when the runtime is idle.
 
 #![warn(
     missing_docs,
@@ -124,6 +135,17 @@ pub use crate::sleep::{sleep, sleep_until, Sleep};
 pub use crate::stats::Stats;
 pub use crate::timeout::{timeout, timeout_at, Timeout};
 pub use crate::timer::{Builder, Handle, Timer};
+
+/// The fuzz target's entry point (`fuzz/`); not part of the API.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod __fuzz {
+    /// Runs the wheel harness on one fuzzer input; panics on a divergence
+    /// from the model.
+    pub fn run(data: &[u8]) {
+        crate::wheel::fuzz::run(data);
+    }
+}
 
 /// A measurement of a monotonically nondecreasing clock: tokio's, so that
 /// paused time applies.

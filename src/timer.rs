@@ -215,6 +215,12 @@ impl Builder {
     /// deadline. Default: 1 ms. Must be at least 1 ms; checked by
     /// [`build`](Builder::build).
     ///
+    /// With tokio's clock, a tick that is not a whole number of
+    /// milliseconds (or a timer built off tokio's 1 ms grid) can fire up to
+    /// 1 ms after the tick boundary, because the driver waits on tokio's
+    /// millisecond sleeps; never before the deadline. The range is `u64`
+    /// ticks from the timer's creation; deadlines beyond it never fire.
+    ///
     /// # Examples
     ///
     /// ```

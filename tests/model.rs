@@ -150,3 +150,210 @@ proptest! {
         run(tick_ms, wheel_size, ops)?;
     }
 }
+
+// ----- Scheduled callbacks on a ManualClock ---------------------------------
+
+#[derive(Debug, Clone)]
+enum CallbackOp {
+    /// `schedule` this many ms from now (`u64::MAX`: `Duration::MAX`).
+    Schedule(u64),
+    /// `schedule_at` now plus this many ms (negative: in the past;
+    /// `i64::MAX`: near `Instant`'s limit).
+    ScheduleAt(i64),
+    Cancel(usize),
+    Advance(u64),
+}
+
+fn callback_op() -> impl Strategy<Value = CallbackOp> {
+    prop_oneof![
+        4 => prop_oneof![8 => 0u64..300, 2 => 0u64..50_000, 1 => Just(u64::MAX)]
+            .prop_map(CallbackOp::Schedule),
+        2 => prop_oneof![8 => -300i64..300, 1 => Just(i64::MAX)].prop_map(CallbackOp::ScheduleAt),
+        2 => any::<usize>().prop_map(CallbackOp::Cancel),
+        4 => prop_oneof![0u64..20, 0u64..500, 0u64..60_000].prop_map(CallbackOp::Advance),
+    ]
+}
+
+struct Callback {
+    scheduled: tiered_timer::Scheduled,
+    deadline: Instant,
+    /// Due at the moment it was scheduled (runs on the driver's next turn,
+    /// ahead of the wheel's order).
+    due_at_once: bool,
+    cancelled: bool,
+}
+
+fn add(
+    callbacks: &mut Vec<Callback>,
+    now: Instant,
+    deadline: Option<Instant>,
+    result: Result<tiered_timer::Scheduled, tiered_timer::Error>,
+) {
+    let scheduled = result.expect("no capacity limit, not shut down");
+    let deadline = deadline.unwrap_or(scheduled.deadline());
+    callbacks.push(Callback {
+        scheduled,
+        deadline,
+        due_at_once: deadline <= now,
+        cancelled: false,
+    });
+}
+
+fn run_callbacks(
+    tick_ms: u64,
+    wheel_size: usize,
+    ops: Vec<CallbackOp>,
+) -> Result<(), TestCaseError> {
+    use std::sync::{Arc, Mutex};
+    use tiered_timer::clock::{Clock, ManualClock};
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let clock = ManualClock::new();
+        let tick = Duration::from_millis(tick_ms);
+        let origin = clock.now();
+        let timer = Timer::builder()
+            .tick(tick)
+            .wheel_size(wheel_size)
+            .clock(clock.clone())
+            .build();
+        let handle = timer.handle();
+        let log: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
+        let mut callbacks: Vec<Callback> = Vec::new();
+        let mut seen = 0;
+        for op in ops {
+            let now = clock.now();
+            let id = callbacks.len();
+            let record = {
+                let log = log.clone();
+                let clock = clock.clone();
+                move || log.lock().unwrap().push((id, clock.now()))
+            };
+            match op {
+                CallbackOp::Schedule(ms) => {
+                    let delay = if ms == u64::MAX {
+                        Duration::MAX
+                    } else {
+                        Duration::from_millis(ms)
+                    };
+                    add(
+                        &mut callbacks,
+                        now,
+                        now.checked_add(delay),
+                        handle.schedule(delay, record),
+                    );
+                }
+                CallbackOp::ScheduleAt(ms) => {
+                    let deadline = if ms == i64::MAX {
+                        now.checked_add(Duration::from_secs(u64::MAX / 4))
+                            .unwrap_or(now + Duration::from_secs(1 << 40))
+                    } else if ms >= 0 {
+                        now + Duration::from_millis(ms as u64)
+                    } else {
+                        now.checked_sub(Duration::from_millis(ms.unsigned_abs()))
+                            .unwrap_or(origin)
+                    };
+                    add(
+                        &mut callbacks,
+                        now,
+                        Some(deadline),
+                        handle.schedule_at(deadline, record),
+                    );
+                }
+                CallbackOp::Cancel(i) if !callbacks.is_empty() => {
+                    let n = callbacks.len();
+                    let (i, ran) = {
+                        let i = i % n;
+                        (i, log.lock().unwrap().iter().any(|&(id, _)| id == i))
+                    };
+                    let entry = &mut callbacks[i];
+                    let stopped = entry.scheduled.cancel();
+                    prop_assert_eq!(stopped, !ran && !entry.cancelled, "cancel of {}", i);
+                    entry.cancelled |= stopped;
+                }
+                CallbackOp::Advance(ms) => clock.advance(Duration::from_millis(ms)),
+                _ => {}
+            }
+            for _ in 0..8 {
+                tokio::task::yield_now().await;
+            }
+            let now = clock.now();
+            let now_tick = (now - origin).as_nanos() / tick.as_nanos();
+            let log = log.lock().unwrap();
+            let mut ran = vec![false; callbacks.len()];
+            for &(id, at) in log.iter() {
+                prop_assert!(!ran[id], "callback {} ran twice", id);
+                ran[id] = true;
+                prop_assert!(!callbacks[id].cancelled, "callback {} ran after cancel", id);
+                prop_assert!(at >= callbacks[id].deadline, "callback {} ran early", id);
+            }
+            // This step's runs: the wheel's in deadline order.
+            let mut last = 0;
+            for &(id, _) in &log[seen..] {
+                if callbacks[id].due_at_once {
+                    continue;
+                }
+                let tick_of = fires_at(origin, tick, callbacks[id].deadline);
+                let k = (tick_of - origin).as_nanos();
+                prop_assert!(k >= last, "callback {} ran out of deadline order", id);
+                last = k;
+            }
+            seen = log.len();
+            let mut pending = 0;
+            for (id, entry) in callbacks.iter().enumerate() {
+                let due = entry.deadline <= now
+                    && (fires_at(origin, tick, entry.deadline) - origin).as_nanos()
+                        / tick.as_nanos()
+                        <= now_tick;
+                if !entry.cancelled {
+                    prop_assert_eq!(ran[id], due, "callback {} at {:?}", id, now - origin);
+                }
+                pending += usize::from(!entry.cancelled && !ran[id]);
+            }
+            prop_assert_eq!(handle.pending(), pending);
+        }
+        Ok(())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn callbacks_match_model(
+        tick_ms in prop_oneof![Just(1u64), Just(3), Just(10)],
+        wheel_size in prop_oneof![Just(2usize), Just(3), 4usize..80],
+        ops in prop::collection::vec(callback_op(), 1..60),
+    ) {
+        run_callbacks(tick_ms, wheel_size, ops)?;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn extreme_deadlines_through_the_model() {
+    // Deadlines at Instant's and Duration's limits next to ordinary ones.
+    let timer = Timer::builder().wheel_size(2).build();
+    let handle = timer.handle();
+    let now = Instant::now();
+    let far = now.checked_add(Duration::from_secs(u64::MAX / 4));
+    let mut never = spawn(handle.sleep(Duration::MAX));
+    let mut far_sleep = far.map(|far| spawn(handle.sleep_until(far)));
+    let mut near = spawn(handle.sleep(Duration::from_millis(3)));
+    let mut edge = spawn(handle.sleep(Duration::from_millis(u64::MAX / 2)));
+    assert!(never.poll().is_pending());
+    if let Some(far) = far_sleep.as_mut() {
+        assert!(far.poll().is_pending());
+    }
+    assert!(near.poll().is_pending());
+    assert!(edge.poll().is_pending());
+    // `never` and `far` hold no slot; `edge` (within 2^64 ticks) does.
+    assert_eq!(handle.pending(), 2);
+    tokio::time::advance(Duration::from_millis(3)).await;
+    assert!(near.poll().is_ready());
+    tokio::time::advance(Duration::from_secs(3600 * 24 * 365)).await;
+    assert!(never.poll().is_pending());
+    assert!(edge.poll().is_pending());
+    assert_eq!(handle.pending(), 1);
+}

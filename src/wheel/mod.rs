@@ -46,6 +46,8 @@ mod level;
 mod list;
 mod queue;
 
+#[cfg(any(test, fuzzing))]
+pub(crate) mod fuzz;
 #[cfg(test)]
 mod tests;
 
@@ -161,7 +163,7 @@ impl<T> Wheel<T> {
     }
 
     /// How many entries the wheel holds, filed or not.
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
