@@ -460,3 +460,23 @@ async fn deadline_past_the_last_tick_behaves_like_duration_max() {
     assert!(within.poll().is_pending());
     assert_eq!(handle.pending(), 1);
 }
+
+/// A passed deadline registered while the driver is due (a stale coarse
+/// bucket waits to cascade after an idle stretch) is ready on its first
+/// poll, as with `tokio::time`; found by the model test.
+#[tokio::test(start_paused = true)]
+async fn a_past_deadline_while_the_driver_is_due_is_ready_on_first_poll() {
+    let timer = Timer::builder().tick(ms(10)).wheel_size(2).build();
+    let handle = timer.handle();
+    tokio::time::advance(ms(11)).await;
+    tokio::time::advance(Duration::from_secs(5000)).await;
+    // Filed in a coarse bucket that starts before now: the driver is due.
+    let mut later = spawn(handle.sleep_until(Instant::now() + ms(1)));
+    assert!(later.poll().is_pending());
+    let mut past = spawn(handle.sleep_until(Instant::now() - ms(3)));
+    assert!(
+        past.poll().is_ready(),
+        "a passed deadline must be ready at once"
+    );
+    assert!(later.poll().is_pending(), "the later sleep fired early");
+}

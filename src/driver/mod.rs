@@ -411,8 +411,17 @@ impl Shared {
         // on the driver's next turn at the latest.)
         let driver_comes_first = self.armed_at.load(Ordering::Relaxed) <= tick;
         let hinted_due = tick <= self.now_hint.load(Ordering::Relaxed);
-        if (hinted_due || !driver_comes_first) && self.is_due_now(tick) {
-            return Filing::Elapsed;
+        if hinted_due || !driver_comes_first {
+            let now = self.ticks.now_tick(self.own_now());
+            if tick <= now {
+                return Filing::Elapsed;
+            }
+            // The clock has been read anyway: bring this shard's wheel up to
+            // it. After an idle stretch the wheel's time lags, and then this
+            // entry would land in a coarse bucket that already started (a
+            // needless cascade), and a passed deadline registered behind it
+            // would wait for the driver's turn instead of completing at once.
+            state.wheel.catch_up(now);
         }
         let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(Some(waker.clone())));
         state.pending += 1;

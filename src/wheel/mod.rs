@@ -346,6 +346,25 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// Moves the wheel's time forward to `now` if nothing is due by then,
+    /// as [`poll`](Self::poll) would, without handing anything out. Returns
+    /// whether it did.
+    ///
+    /// The wheel's time otherwise moves only when something comes due, so
+    /// after an idle stretch it lags the clock: deadlines filed then land in
+    /// coarse buckets that already started, and passed deadlines are not
+    /// recognised as passed. A caller that has read the clock anyway uses
+    /// this to bring the wheel up to date.
+    pub(crate) fn catch_up(&mut self, now: u64) -> bool {
+        match self.next_expiration() {
+            Some(next) if next <= now => false,
+            _ => {
+                self.elapsed = self.elapsed.max(now);
+                true
+            }
+        }
+    }
+
     /// Flushes the bucket popped from the queue: advance time to its start
     /// and reinsert each entry, which either makes it due or files it in a
     /// finer bucket.

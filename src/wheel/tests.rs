@@ -294,3 +294,78 @@ proptest! {
         }
     }
 }
+
+/// What a driver does to a wheel between its turns: time passes unseen,
+/// registrations may bring the wheel up to the clock, and a turn polls.
+#[derive(Debug, Clone)]
+enum LagOp {
+    Wheel(Op),
+    CatchUp,
+    Poll,
+}
+
+fn lag_op() -> impl Strategy<Value = LagOp> {
+    prop_oneof![
+        6 => op().prop_map(LagOp::Wheel),
+        2 => Just(LagOp::CatchUp),
+        2 => Just(LagOp::Poll),
+    ]
+}
+
+proptest! {
+    /// `catch_up` against the model, with time moving between polls as it
+    /// does while the driver sleeps: it only moves the wheel's time when
+    /// nothing is due, and what is filed afterwards still fires exactly once,
+    /// never early, and no later than the first poll at or after its deadline.
+    #[test]
+    fn catch_up_matches_model(wheel_size in 2usize..10, ops in prop::collection::vec(lag_op(), 1..200)) {
+        let mut wheel = Wheel::new(wheel_size);
+        let mut model: BTreeMap<u32, (Key, u64)> = BTreeMap::new();
+        let mut now = 0u64;
+        let mut next_value = 0u32;
+        for op in ops {
+            match op {
+                LagOp::Wheel(Op::Insert(delta)) => {
+                    let deadline = now.saturating_add(delta);
+                    let (key, _) = wheel.insert(deadline, next_value);
+                    model.insert(next_value, (key, deadline));
+                    next_value += 1;
+                }
+                LagOp::Wheel(Op::Remove(i)) if !model.is_empty() => {
+                    let value = *model.keys().nth(i % model.len()).unwrap();
+                    let (key, _) = model.remove(&value).unwrap();
+                    prop_assert_eq!(wheel.remove(key), value);
+                }
+                LagOp::Wheel(Op::Reset(i, delta)) if !model.is_empty() => {
+                    let value = *model.keys().nth(i % model.len()).unwrap();
+                    let entry = model.get_mut(&value).unwrap();
+                    entry.1 = now.saturating_add(delta);
+                    wheel.reset(entry.0, entry.1);
+                }
+                LagOp::Wheel(Op::Advance(delta)) => now = now.saturating_add(delta),
+                LagOp::Wheel(_) => {}
+                LagOp::CatchUp => {
+                    let before = wheel.elapsed();
+                    let earliest = model.values().map(|&(_, d)| d).min();
+                    if wheel.catch_up(now) {
+                        prop_assert_eq!(wheel.elapsed(), before.max(now));
+                        prop_assert!(earliest.is_none_or(|d| d > now), "caught up past a due entry");
+                    } else {
+                        prop_assert_eq!(wheel.elapsed(), before);
+                    }
+                }
+                LagOp::Poll => {
+                    while let Some(key) = wheel.poll(now) {
+                        let value = wheel.remove(key);
+                        let (model_key, deadline) = model.remove(&value).expect("fired twice or never inserted");
+                        prop_assert_eq!(key, model_key);
+                        prop_assert!(deadline <= now, "fired early: deadline {} now {}", deadline, now);
+                    }
+                    let overdue: Vec<_> = model.iter().filter(|(_, &(_, d))| d <= now).collect();
+                    prop_assert!(overdue.is_empty(), "due but not fired: {:?}", overdue);
+                }
+            }
+            prop_assert_eq!(wheel.len(), model.len());
+        }
+    }
+}
