@@ -230,6 +230,40 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Applies a wheel operation to the wheel and the model alike; returns the
+/// new "now". Removes and resets pick a live entry by index.
+fn apply(
+    op: Op,
+    wheel: &mut Wheel<u32>,
+    model: &mut BTreeMap<u32, (Key, u64)>,
+    now: u64,
+    next_value: &mut u32,
+) -> Result<u64, TestCaseError> {
+    match op {
+        Op::Insert(delta) => {
+            let deadline = now.saturating_add(delta);
+            let (key, due_at) = wheel.insert(deadline, *next_value);
+            prop_assert!(due_at <= deadline.max(now));
+            model.insert(*next_value, (key, deadline));
+            *next_value += 1;
+        }
+        Op::Remove(i) if !model.is_empty() => {
+            let value = *model.keys().nth(i % model.len()).unwrap();
+            let (key, _) = model.remove(&value).unwrap();
+            prop_assert_eq!(wheel.remove(key), value);
+        }
+        Op::Reset(i, delta) if !model.is_empty() => {
+            let value = *model.keys().nth(i % model.len()).unwrap();
+            let entry = model.get_mut(&value).unwrap();
+            entry.1 = now.saturating_add(delta);
+            wheel.reset(entry.0, entry.1);
+        }
+        Op::Advance(delta) => return Ok(now.saturating_add(delta)),
+        Op::Remove(_) | Op::Reset(..) => {}
+    }
+    Ok(now)
+}
+
 proptest! {
     // 256 cases by default; set PROPTEST_CASES for a longer hunt.
     #![proptest_config(ProptestConfig::default())]
@@ -245,28 +279,7 @@ proptest! {
         let mut now = 0u64;
         let mut next_value = 0u32;
         for op in ops {
-            match op {
-                Op::Insert(delta) => {
-                    let deadline = now.saturating_add(delta);
-                    let (key, due_at) = wheel.insert(deadline, next_value);
-                    prop_assert!(due_at <= deadline.max(now));
-                    model.insert(next_value, (key, deadline));
-                    next_value += 1;
-                }
-                Op::Remove(i) if !model.is_empty() => {
-                    let value = *model.keys().nth(i % model.len()).unwrap();
-                    let (key, _) = model.remove(&value).unwrap();
-                    prop_assert_eq!(wheel.remove(key), value);
-                }
-                Op::Reset(i, delta) if !model.is_empty() => {
-                    let value = *model.keys().nth(i % model.len()).unwrap();
-                    let entry = model.get_mut(&value).unwrap();
-                    entry.1 = now.saturating_add(delta);
-                    wheel.reset(entry.0, entry.1);
-                }
-                Op::Advance(delta) => now = now.saturating_add(delta),
-                _ => {}
-            }
+            now = apply(op, &mut wheel, &mut model, now, &mut next_value)?;
             if let Some(next) = wheel.next_expiration() {
                 let earliest = model.values().map(|&(_, d)| d).min();
                 prop_assert!(earliest.is_some(), "a bucket is queued with nothing in the wheel");
@@ -325,25 +338,7 @@ proptest! {
         let mut next_value = 0u32;
         for op in ops {
             match op {
-                LagOp::Wheel(Op::Insert(delta)) => {
-                    let deadline = now.saturating_add(delta);
-                    let (key, _) = wheel.insert(deadline, next_value);
-                    model.insert(next_value, (key, deadline));
-                    next_value += 1;
-                }
-                LagOp::Wheel(Op::Remove(i)) if !model.is_empty() => {
-                    let value = *model.keys().nth(i % model.len()).unwrap();
-                    let (key, _) = model.remove(&value).unwrap();
-                    prop_assert_eq!(wheel.remove(key), value);
-                }
-                LagOp::Wheel(Op::Reset(i, delta)) if !model.is_empty() => {
-                    let value = *model.keys().nth(i % model.len()).unwrap();
-                    let entry = model.get_mut(&value).unwrap();
-                    entry.1 = now.saturating_add(delta);
-                    wheel.reset(entry.0, entry.1);
-                }
-                LagOp::Wheel(Op::Advance(delta)) => now = now.saturating_add(delta),
-                LagOp::Wheel(_) => {}
+                LagOp::Wheel(op) => now = apply(op, &mut wheel, &mut model, now, &mut next_value)?,
                 LagOp::CatchUp => {
                     let before = wheel.elapsed();
                     let earliest = model.values().map(|&(_, d)| d).min();
