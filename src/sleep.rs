@@ -269,8 +269,8 @@ impl Sleep {
         if tick < NEVER && shared.try_extend(key, tick) {
             return;
         }
-        let due_now = tick < NEVER && shared.is_due_now(tick);
-        match shared.refile(key, tick, due_now, self.waker.as_ref()) {
+        let now = (tick < NEVER).then(|| shared.now_tick());
+        match shared.refile(key, tick, now, self.waker.as_ref()) {
             Filing::Filed { .. } => {}
             Filing::Elapsed => self.state.set_elapsed(true),
             // Like tokio, only polling fails: the entry is marked so the

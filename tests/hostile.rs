@@ -480,3 +480,31 @@ async fn a_past_deadline_while_the_driver_is_due_is_ready_on_first_poll() {
     );
     assert!(later.poll().is_pending(), "the later sleep fired early");
 }
+
+/// The same through a reset: a fired sleep reset after an idle stretch must
+/// not leave the wheel behind the clock, or a passed deadline registered
+/// next waits for the driver's turn. Found by the model test.
+#[tokio::test(start_paused = true)]
+async fn a_reset_after_an_idle_stretch_files_against_the_present() {
+    let timer = Timer::builder().tick(ms(1)).wheel_size(2).build();
+    let handle = timer.handle();
+    let mut fired = spawn(handle.sleep(ms(1)));
+    let mut never = spawn(handle.sleep(Duration::MAX));
+    assert!(fired.poll().is_pending());
+    assert!(never.poll().is_pending());
+    tokio::time::advance(ms(1)).await;
+    assert!(fired.poll().is_ready());
+    tokio::time::advance(ms(65_691)).await;
+    let now = Instant::now();
+    // The locked path of a reset: the sleep has fired.
+    fired.enter(|_, sleep| sleep.reset(now + ms(1)));
+    // Registered on its next poll, with its deadline passed.
+    never.enter(|_, sleep| sleep.reset(now));
+    assert!(
+        never.poll().is_ready(),
+        "a passed deadline must be ready at once"
+    );
+    assert!(fired.poll().is_pending(), "fired early");
+    tokio::time::advance(ms(1)).await;
+    assert!(fired.poll().is_ready());
+}

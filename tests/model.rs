@@ -24,6 +24,10 @@ enum Op {
     Drop(usize),
     /// Advance the paused clock.
     Advance(u64),
+    /// A sleep whose deadline never comes: `Duration::MAX`, or an `Instant`
+    /// past the timer's range. Such a sleep is never registered, so a reset
+    /// registers it on its next poll, when the wheel may lag the clock.
+    NewNever(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -33,7 +37,23 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (any::<usize>(), -500i64..20_000).prop_map(|(i, d)| Op::Reset(i, d)),
         1 => any::<usize>().prop_map(Op::Drop),
         4 => prop_oneof![0u64..30, 0u64..2_000, 0u64..6_000_000].prop_map(Op::Advance),
+        1 => any::<u8>().prop_map(Op::NewNever),
     ]
+}
+
+/// A deadline that never comes, chosen by `k`: `Duration::MAX` (`None`), or
+/// an `Instant` past the timer's range (`u64` ticks), up to the largest
+/// `now + 2^i s` that `Instant` can represent.
+fn never_deadline(now: Instant, k: u8) -> Option<Instant> {
+    if k % 3 == 0 {
+        return None;
+    }
+    (0..=63u32)
+        .rev()
+        .skip(usize::from(k % 8))
+        .find_map(|bit| now.checked_add(Duration::from_secs(1 << bit)))
+        // Past u64::MAX ticks of 10 ms (5.8 billion years) at the least.
+        .filter(|d| *d > now + Duration::from_secs(1 << 58))
 }
 
 struct Live {
@@ -41,6 +61,9 @@ struct Live {
     /// Whether the last poll returned `Pending` (so a wake is owed when due).
     waiting: bool,
     done: bool,
+    /// Its deadline never comes (until it is reset): it never completes and
+    /// is not counted by `pending()`.
+    never: bool,
 }
 
 /// The instant the model says a deadline fires at.
@@ -72,6 +95,16 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     sleep: spawn(handle.sleep(Duration::from_millis(ms))),
                     waiting: false,
                     done: false,
+                    never: false,
+                }),
+                Op::NewNever(k) => live.push(Live {
+                    sleep: spawn(match never_deadline(now, k) {
+                        Some(deadline) => handle.sleep_until(deadline),
+                        None => handle.sleep(Duration::MAX),
+                    }),
+                    waiting: false,
+                    done: false,
+                    never: true,
                 }),
                 Op::Reset(i, ms) if !live.is_empty() => {
                     let n = live.len();
@@ -84,6 +117,7 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     };
                     entry.sleep.enter(|_, sleep| sleep.reset(deadline));
                     entry.done = false;
+                    entry.never = false;
                 }
                 Op::Drop(i) if !live.is_empty() => {
                     let n = live.len();
@@ -93,7 +127,8 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     tokio::time::advance(Duration::from_millis(ms)).await;
                     let now = Instant::now();
                     for entry in &live {
-                        let due = fires_at(origin, tick, entry.sleep.deadline()) <= now;
+                        let due =
+                            !entry.never && fires_at(origin, tick, entry.sleep.deadline()) <= now;
                         if entry.waiting {
                             prop_assert_eq!(
                                 entry.sleep.is_woken(),
@@ -113,7 +148,7 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
             let now = Instant::now();
             let mut registered = 0;
             for entry in &mut live {
-                let due = fires_at(origin, tick, entry.sleep.deadline()) <= now;
+                let due = !entry.never && fires_at(origin, tick, entry.sleep.deadline()) <= now;
                 let ready = entry.sleep.poll().is_ready();
                 prop_assert_eq!(
                     ready,
@@ -127,7 +162,7 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                 prop_assert_eq!(entry.sleep.is_elapsed(), due);
                 entry.waiting = !ready;
                 entry.done |= ready;
-                registered += usize::from(!ready);
+                registered += usize::from(!ready && !entry.never);
             }
             prop_assert_eq!(handle.pending(), registered);
         }

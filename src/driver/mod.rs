@@ -383,7 +383,12 @@ impl Shared {
     /// only moves when the driver flushes, and the driver may not have run
     /// since the clock last moved.
     pub(crate) fn is_due_now(&self, tick: u64) -> bool {
-        self.ticks.now_tick(self.own_now()) >= tick
+        self.now_tick() >= tick
+    }
+
+    /// The current tick, by the timer's own clock.
+    pub(crate) fn now_tick(&self) -> u64 {
+        self.ticks.now_tick(self.own_now())
     }
 
     /// Files a new entry due at `tick` that wakes `waker`, in this thread's
@@ -412,7 +417,7 @@ impl Shared {
         let driver_comes_first = self.armed_at.load(Ordering::Relaxed) <= tick;
         let hinted_due = tick <= self.now_hint.load(Ordering::Relaxed);
         if hinted_due || !driver_comes_first {
-            let now = self.ticks.now_tick(self.own_now());
+            let now = self.now_tick();
             if tick <= now {
                 return Filing::Elapsed;
             }
@@ -438,8 +443,10 @@ impl Shared {
     }
 
     /// Files entry `key` again, at `tick`: the locked path of a reset (to an
-    /// earlier deadline, or after the entry fired). If `due_now`, the caller
-    /// found the deadline already reached and the entry is settled as fired.
+    /// earlier deadline, or after the entry fired). `now` is the current
+    /// tick, read by the caller from the timer's clock (`None` for a
+    /// deadline that never comes, which needs no reading); if the deadline
+    /// has been reached the entry is settled as fired.
     /// An entry that fired lost its waker; `waker` (the one its owner last
     /// registered) takes its place. After shutdown the entry is marked so
     /// that its owner's next poll reports the shutdown.
@@ -447,7 +454,7 @@ impl Shared {
         &self,
         entry: EntryKey,
         tick: u64,
-        due_now: bool,
+        now: Option<u64>,
         waker: Option<&Waker>,
     ) -> Filing {
         let (shard, key) = self.shard_of(entry);
@@ -464,6 +471,7 @@ impl Shared {
         };
         // Counted as pending: entries that want an ordinary tick.
         state.pending -= usize::from(before < NEVER);
+        let due_now = now.is_some_and(|now| tick <= now);
         let filing = if due_now || tick <= state.wheel.elapsed() {
             state.wheel.unfile(key);
             shard.deadlines.set(key, FIRED);
@@ -476,6 +484,11 @@ impl Shared {
             Filing::Filed { key: entry }
         } else {
             state.pending += 1;
+            // As in `register`: file it against the present, so that the
+            // wheel does not lag the clock after an idle stretch.
+            if let Some(now) = now {
+                state.wheel.catch_up(now);
+            }
             let due_at = state.wheel.reset(key, tick);
             shard.deadlines.set(key, tick);
             let tell = note_due_at(&mut state, due_at);
