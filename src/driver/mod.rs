@@ -376,17 +376,12 @@ impl Shared {
         }
     }
 
-    /// Whether `tick` has already been reached, by the timer's clock.
-    ///
-    /// Registrations and locked resets ask this so that a deadline already
-    /// passed completes at once. The wheel's own time cannot answer it: it
-    /// only moves when the driver flushes, and the driver may not have run
-    /// since the clock last moved.
-    pub(crate) fn is_due_now(&self, tick: u64) -> bool {
-        self.now_tick() >= tick
-    }
-
     /// The current tick, by the timer's own clock.
+    ///
+    /// Registrations, locked resets and `schedule` read it so that a
+    /// deadline already passed completes at once. The wheel's own time cannot
+    /// answer that: it only moves when something comes due, and the driver
+    /// may not have run since the clock last moved.
     pub(crate) fn now_tick(&self) -> u64 {
         self.ticks.now_tick(self.own_now())
     }
@@ -542,14 +537,20 @@ impl Shared {
     ) -> Result<Arc<Task>, Error> {
         // Read the clock before taking the lock: a deadline already passed
         // runs on the driver's next turn even if the driver lags the clock.
-        let due_now = tick < NEVER && self.is_due_now(tick);
+        let now = (tick < NEVER).then(|| self.now_tick());
+        let due_now = now.is_some_and(|now| tick <= now);
         // Sleeps in other shards count towards the capacity too. They are
         // never refused, so a count taken just before is as good as any;
-        // callbacks, all in shard 0, are counted under its lock.
-        let elsewhere: usize = self.shards[1..]
-            .iter()
-            .map(|shard| lock(&shard.state).pending)
-            .sum();
+        // callbacks, all in shard 0, are counted under its lock. Without a
+        // capacity there is nothing to count.
+        let elsewhere: usize = if self.config.max_pending == usize::MAX {
+            0
+        } else {
+            self.shards[1..]
+                .iter()
+                .map(|shard| lock(&shard.state).pending)
+                .sum()
+        };
         let shard = &self.shards[0];
         let mut state = lock(&shard.state);
         if state.shutdown {
@@ -578,6 +579,10 @@ impl Shared {
         } else if tick >= NEVER {
             state.wheel.insert_unfiled(NEVER, Slot::Job(job));
         } else {
+            // As in `register`: file it against the present.
+            if let Some(now) = now {
+                state.wheel.catch_up(now);
+            }
             let (key, due_at) = state.wheel.insert(tick, Slot::Job(job));
             debug_assert_eq!(key, task.key);
             shard.deadlines.ensure(key);
