@@ -419,9 +419,7 @@ impl Handle {
     pub fn sleep(&self, duration: Duration) -> Sleep {
         // Like tokio's, the duration counts from the clock of the runtime
         // this runs in (the timer's own, unless runtimes are mixed).
-        let now = self.shared.now();
-        self.shared.observe(now);
-        self.sleep_from(now, duration)
+        self.sleep_from(self.shared.now(), duration)
     }
 
     pub(crate) fn sleep_from(&self, now: Instant, duration: Duration) -> Sleep {

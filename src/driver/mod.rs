@@ -227,11 +227,6 @@ pub(crate) struct Shared {
     /// The clock sleep the driver waits on. Both the driver task and the
     /// inline flush in [`DriverWake`] re-arm it; see [`Shared::arm`].
     arm: Mutex<Arm>,
-    /// The latest clock reading taken for a new sleep, as a tick. A hint
-    /// only: taken in the caller's runtime, whose clock may not be the
-    /// timer's, so it tells a registration to check its own clock, never
-    /// that a deadline has passed.
-    now_hint: AtomicU64,
     is_shutdown: AtomicBool,
 }
 
@@ -273,7 +268,6 @@ impl Shared {
                 sleep: Some(first),
                 until: Some(0),
             }),
-            now_hint: AtomicU64::new(0),
             is_shutdown: AtomicBool::new(false),
         });
         let wake = Waker::from(Arc::new(DriverWake {
@@ -366,16 +360,6 @@ impl Shared {
         counters
     }
 
-    /// Records a clock reading taken for a new sleep, so registrations can
-    /// tell that a deadline has probably passed without reading the clock.
-    pub(crate) fn observe(&self, now: Instant) {
-        let tick = self.ticks.now_tick(now);
-        // Load first: the line is written about once per tick, not per call.
-        if self.now_hint.load(Ordering::Relaxed) < tick {
-            self.now_hint.fetch_max(tick, Ordering::Relaxed);
-        }
-    }
-
     /// The current tick, by the timer's own clock.
     ///
     /// Registrations, locked resets and `schedule` read it so that a
@@ -403,15 +387,12 @@ impl Shared {
         // armed for this tick or earlier, its turn comes no later than this
         // entry's, so the entry fires then, without a clock read here (the
         // common case: guards registered behind the earliest one; tokio
-        // behaves so too). Otherwise (the driver idle, or armed later), or
-        // if a recent reading suggests the deadline has passed, ask the
-        // timer's own clock. The hint only decides whether to ask: it may
-        // come from another runtime's clock. (`armed_at` may be stale; if it
-        // is too early, the entry still tells the driver below, so it fires
-        // on the driver's next turn at the latest.)
-        let driver_comes_first = self.armed_at.load(Ordering::Relaxed) <= tick;
-        let hinted_due = tick <= self.now_hint.load(Ordering::Relaxed);
-        if hinted_due || !driver_comes_first {
+        // behaves so too, relative to its driver's last turn). Otherwise (the
+        // driver idle, or armed later), ask the timer's own clock.
+        // (`armed_at` may be stale; if it is too early, the entry still
+        // tells the driver below, so it fires on the driver's next turn at
+        // the latest.)
+        if self.armed_at.load(Ordering::Relaxed) > tick {
             let now = self.now_tick();
             if tick <= now {
                 return Filing::Elapsed;
