@@ -80,7 +80,8 @@
 //! * Sleeps of a timer that has shut down (its [`Timer`] dropped, or its
 //!   runtime shut down) panic when polled, saying so; resetting one does not.
 //! * A timer's range is `u64` ticks from its creation (about 584 million
-//!   years at 1 ms). A deadline past its last tick behaves like
+//!   years at 1 ms, 146 million at the default 250 µs). A deadline past its
+//!   last tick behaves like
 //!   `Duration::MAX`: it never fires and holds no wheel slot. Such a sleep is
 //!   not counted by [`Handle::pending`]; such a callback is, until it is
 //!   cancelled or handed back by [`Timer::shutdown`].
@@ -90,13 +91,14 @@
 //! A timer with tick `t`, built at instant `o`, fires a deadline `d` at the
 //! first tick boundary `o + k·t` with `o + k·t >= d`, and never before it.
 //! (It may be later when the runtime is busy, like any timer.) The default
-//! timer's tick is 1 ms.
+//! timer's tick is 250 µs.
 //!
 //! With tokio's clock, the driver waits on tokio's own sleeps, which fall on
-//! tokio's 1 ms grid. A timer built at a sub-millisecond offset from that
-//! grid, or with a tick that is not a whole number of milliseconds, can
-//! therefore fire up to 1 ms after its tick boundary: never before its
-//! deadline, and at most one tick + 1 ms after it when the runtime is idle.
+//! tokio's 1 ms grid, whose phase the timer cannot see. A timer therefore
+//! fires at the first point of that grid at or after its tick boundary: up
+//! to 1 ms after the boundary, never before its deadline, and at most one
+//! tick + 1 ms after the deadline when the runtime is idle. The default
+//! tick is finer than tokio's grid so that the two roundings rarely add up.
 
 #![warn(
     missing_docs,

@@ -16,7 +16,7 @@ use crate::{Handle, Instant};
 /// Waits until `duration` has elapsed.
 ///
 /// Equivalent to `sleep_until(Instant::now() + duration)`: the sleep
-/// completes at the first tick of the timer (1 ms for the default timer) at
+/// completes at the first tick of the timer (250 µs for the default timer) at
 /// or after that deadline, never before it. No work is done while waiting.
 /// A `duration` too large for an `Instant` (such as [`Duration::MAX`]) never
 /// completes, and costs no place in the wheel.

@@ -369,7 +369,10 @@ proptest! {
 #[tokio::test(start_paused = true)]
 async fn extreme_deadlines_through_the_model() {
     // Deadlines at Instant's and Duration's limits next to ordinary ones.
-    let timer = Timer::builder().wheel_size(2).build();
+    let timer = Timer::builder()
+        .tick(Duration::from_millis(1))
+        .wheel_size(2)
+        .build();
     let handle = timer.handle();
     let now = Instant::now();
     let far = now.checked_add(Duration::from_secs(u64::MAX / 4));

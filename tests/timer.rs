@@ -25,9 +25,9 @@ fn current_thread() -> tokio::runtime::Runtime {
 }
 
 #[tokio::test]
-#[should_panic(expected = "tick must be at least 1 ms")]
-async fn tick_below_one_millisecond_is_rejected() {
-    Timer::builder().tick(Duration::from_micros(999)).build();
+#[should_panic(expected = "tick must be at least 1 µs")]
+async fn tick_below_one_microsecond_is_rejected() {
+    Timer::builder().tick(Duration::from_nanos(999)).build();
 }
 
 #[tokio::test]
@@ -411,4 +411,34 @@ fn the_clock_re_arms_the_timer_without_the_driver_task() {
         assert_ready!(sleep.poll());
     }
     assert_eq!(handle.pending(), 0);
+}
+
+/// Ticks finer than a millisecond are exact on a clock without tokio's
+/// 1 ms grid: the default 250 µs tick, and a 100 µs one.
+#[tokio::test]
+async fn sub_millisecond_ticks_fire_on_their_boundary() {
+    for (tick, deadline, boundary) in [
+        (None, Duration::from_micros(300), Duration::from_micros(500)),
+        (
+            Some(Duration::from_micros(100)),
+            Duration::from_micros(150),
+            Duration::from_micros(200),
+        ),
+    ] {
+        let clock = tiered_timer::clock::ManualClock::new();
+        let mut builder = Timer::builder().clock(clock.clone());
+        if let Some(tick) = tick {
+            builder = builder.tick(tick);
+        }
+        let timer = builder.build();
+        let mut sleep = task::spawn(timer.handle().sleep(deadline));
+        assert_pending!(sleep.poll());
+        clock.advance(boundary - Duration::from_micros(1));
+        tokio::task::yield_now().await;
+        assert_pending!(sleep.poll(), "fired before its tick boundary");
+        clock.advance(Duration::from_micros(1));
+        tokio::task::yield_now().await;
+        assert!(sleep.is_woken(), "not woken at its tick boundary");
+        assert_ready!(sleep.poll());
+    }
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use crate::Instant;
 
 /// Ticks at or above this are "never": the entry is not filed at all.
-/// (With a 1 ms tick this is over 500 million years away.)
+/// (With a 1 ms tick this is over 500 million years away; with the default
+/// 250 µs, over 140 million.)
 pub(crate) const NEVER: u64 = u64::MAX - 2;
 
 /// The timer's time base: tick `t` is the instant `origin + t * tick`.
