@@ -63,7 +63,7 @@ use crate::clock::{Clock, ClockSleep};
 use crate::error::Error;
 use crate::rt::Runtime;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering, Weak};
-use crate::wheel::{Key, Wheel};
+use crate::wheel::{Key, Polled, Wheel};
 use crate::Instant;
 
 use self::deadlines::{DeadlineTable, Due, FIRED, SHUTDOWN};
@@ -671,10 +671,14 @@ impl Shared {
         result
     }
 
-    /// Flushes one shard; returns how many entries it fired.
+    /// Flushes one shard; returns how many entries it fired. It stops at
+    /// `budget` entries fired, or `budget` steps of moving entries from
+    /// coarse buckets into finer ones (each at most
+    /// [`CASCADE_STEP`](crate::wheel::CASCADE_STEP) entries), whichever comes first.
     fn flush_shard(&self, shard: &Shard, now: u64, budget: usize) -> (usize, Flushed) {
         let mut wakers: Vec<Waker> = Vec::new();
         let mut fired = 0;
+        let mut steps = 0;
         loop {
             let mut guard = lock(&shard.state);
             if guard.shutdown {
@@ -690,11 +694,20 @@ impl Shared {
             // back into the due list, forever.
             let now = now.max(state.wheel.elapsed());
             let mut drained = false;
-            // Bounded per lock hold: callbacks found due add no waker.
+            // Bounded per lock hold: callbacks found due add no waker, and
+            // a step that moves entries of a coarse bucket into finer ones
+            // counts as one.
             for _ in 0..WAKE_CHUNK {
-                let Some(key) = state.wheel.poll(now) else {
-                    drained = true;
-                    break;
+                let key = match state.wheel.poll_step(now) {
+                    Polled::Due(key) => key,
+                    Polled::Busy => {
+                        steps += 1;
+                        continue;
+                    }
+                    Polled::Idle => {
+                        drained = true;
+                        break;
+                    }
                 };
                 match shard.deadlines.settle(key, now) {
                     Due::Later(tick) => {
@@ -728,7 +741,7 @@ impl Shared {
             if drained {
                 return (fired, Flushed::Done);
             }
-            if fired >= budget {
+            if fired >= budget || steps >= budget {
                 return (fired, Flushed::More);
             }
         }

@@ -128,9 +128,4 @@ impl List {
         }
         entries[key].links = Links::UNLINKED;
     }
-
-    /// Takes the whole list, leaving this one empty.
-    pub(super) fn take(&mut self) -> List {
-        std::mem::replace(self, List::new())
-    }
 }

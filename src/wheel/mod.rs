@@ -128,7 +128,35 @@ pub(crate) struct Wheel<T> {
     wheel_size: u64,
     /// Entries moved from a coarse bucket into a finer one, ever.
     cascaded: u64,
+    /// The coarse bucket being emptied into finer ones, a few entries per
+    /// [`poll_step`](Wheel::poll_step), so that a bucket of a million
+    /// entries never holds its caller (and its caller's lock) for long. Its
+    /// entries stay in its list meanwhile, so removing or resetting one
+    /// works as for any filed entry; no new entry can land in it (anything
+    /// due within its span is filed in a finer level, as time is at its
+    /// start).
+    draining: Option<BucketId>,
 }
+
+/// What one [`Wheel::poll_step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Polled {
+    /// Hands out this entry, now due.
+    Due(Key),
+    /// Moved up to [`CASCADE_STEP`] entries of a coarse bucket into finer
+    /// ones, none due yet: call again (the caller may pause in between).
+    Busy,
+    /// Nothing more is due by `now`; the wheel's time has moved to `now`.
+    Idle,
+}
+
+/// Most entries of a coarse bucket moved per [`Wheel::poll_step`]. Small
+/// under test, so that the property tests interleave operations with
+/// partly emptied buckets.
+#[cfg(not(any(test, fuzzing)))]
+pub(crate) const CASCADE_STEP: usize = 32;
+#[cfg(any(test, fuzzing))]
+pub(crate) const CASCADE_STEP: usize = 3;
 
 impl<T> Wheel<T> {
     /// Creates an empty wheel whose time starts at tick 0.
@@ -148,6 +176,7 @@ impl<T> Wheel<T> {
             elapsed: 0,
             wheel_size,
             cascaded: 0,
+            draining: None,
         }
     }
 
@@ -291,6 +320,7 @@ impl<T> Wheel<T> {
         }
         self.due = List::new();
         self.queue = BucketQueue::default();
+        self.draining = None;
         for (_, entry) in self.entries.iter_mut() {
             entry.links = Links::UNLINKED;
             entry.place = Place::UNFILED;
@@ -304,7 +334,7 @@ impl<T> Wheel<T> {
     /// Buckets emptied by removals are discarded here, when they reach the
     /// head, so the caller never sleeps for them.
     pub(crate) fn next_expiration(&mut self) -> Option<u64> {
-        if !self.due.is_empty() {
+        if !self.due.is_empty() || self.draining.is_some() {
             return Some(self.elapsed);
         }
         while let Some((expiration, id)) = self.queue.peek() {
@@ -324,23 +354,45 @@ impl<T> Wheel<T> {
     ///
     /// A returned entry stays in the wheel, unfiled: the caller removes it,
     /// resets it, or leaves it for its owner to remove.
+    #[cfg(any(test, fuzzing))]
     pub(crate) fn poll(&mut self, now: u64) -> Option<Key> {
+        loop {
+            match self.poll_step(now) {
+                Polled::Due(key) => return Some(key),
+                Polled::Busy => {}
+                Polled::Idle => return None,
+            }
+        }
+    }
+
+    /// One bounded step of [`poll`](Wheel::poll): hands out the next due
+    /// entry, or moves at most [`CASCADE_STEP`] entries of a coarse bucket
+    /// that came due into finer buckets, or reports that nothing more is due
+    /// by `now` (and moves the wheel's time to `now`).
+    pub(crate) fn poll_step(&mut self, now: u64) -> Polled {
         loop {
             if let Some(key) = self.due.pop_front(&mut self.entries) {
                 self.entries[key].place = Place::UNFILED;
-                return Some(key);
+                return Polled::Due(key);
+            }
+            if let Some(id) = self.draining {
+                self.drain(id);
+                if self.due.is_empty() && self.draining.is_some() {
+                    return Polled::Busy;
+                }
+                continue;
             }
             match self.queue.peek() {
                 Some((expiration, id)) if expiration <= now => {
                     self.queue.pop();
-                    self.flush_due(expiration, id);
+                    self.start_draining(expiration, id);
                 }
                 _ => {
-                    // Every bucket due by `now` has been flushed, so moving
+                    // Every bucket due by `now` has been emptied, so moving
                     // time forward cannot strand an entry in a slot that a
                     // later rotation will reuse.
                     self.elapsed = self.elapsed.max(now);
-                    return None;
+                    return Polled::Idle;
                 }
             }
         }
@@ -365,25 +417,40 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// Flushes the bucket popped from the queue: advance time to its start
-    /// and reinsert each entry, which either makes it due or files it in a
-    /// finer bucket.
-    fn flush_due(&mut self, expiration: u64, id: BucketId) {
+    /// Takes the bucket popped from the queue: advances time to its start;
+    /// its entries are then reinserted by [`drain`](Wheel::drain), each
+    /// either becoming due or going to a finer bucket.
+    fn start_draining(&mut self, expiration: u64, id: BucketId) {
         let bucket = self.bucket_mut(id);
         if bucket.expiration != Some(expiration) {
             // A stale queue item; the bucket was already dealt with.
             return;
         }
         bucket.expiration = None;
-        let mut list = bucket.list.take();
         debug_assert!(expiration >= self.elapsed, "buckets come due in order");
         self.elapsed = self.elapsed.max(expiration);
-        while let Some(key) = list.pop_front(&mut self.entries) {
+        self.draining = Some(id);
+    }
+
+    /// Reinserts up to [`CASCADE_STEP`] entries of the bucket being drained.
+    fn drain(&mut self, id: BucketId) {
+        for _ in 0..CASCADE_STEP {
+            let level = &mut self.levels[id.level as usize];
+            let Some(key) = level.buckets[id.slot as usize]
+                .list
+                .pop_front(&mut self.entries)
+            else {
+                self.draining = None;
+                return;
+            };
             self.entries[key].place = Place::UNFILED;
             self.file(key);
             if self.entries[key].place != Place::DUE {
                 self.cascaded += 1;
             }
+        }
+        if self.bucket_mut(id).list.is_empty() {
+            self.draining = None;
         }
     }
 
@@ -414,6 +481,11 @@ impl<T> Wheel<T> {
             level: level as u8,
             slot: slot as u32,
         };
+        debug_assert_ne!(
+            self.draining,
+            Some(id),
+            "filed into the bucket being drained"
+        );
         let bucket = &mut wheel.buckets[slot];
         bucket.list.push_back(&mut self.entries, key);
         if bucket.expiration != Some(start) {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use super::{Key, Wheel};
+use super::{Key, Polled, Wheel};
 
 /// Polls everything due at `now`, returning the values in the order given.
 fn fire(wheel: &mut Wheel<u32>, now: u64) -> Vec<u32> {
@@ -139,6 +139,40 @@ fn handed_out_entry_can_be_refiled() {
     wheel.reset(key, 9);
     assert_eq!(wheel.poll(8), None);
     assert_eq!(wheel.poll(9), Some(key));
+}
+
+/// A coarse bucket is emptied a few entries per step; meanwhile the wheel
+/// says work is due now, its remaining entries can be removed or reset,
+/// and new entries go to finer buckets, never into it.
+#[test]
+fn a_coarse_bucket_drains_in_bounded_steps() {
+    assert_eq!(super::CASCADE_STEP, 3, "the test build's step");
+    let mut wheel = Wheel::new(4);
+    // Level 2 (buckets of 16 ticks): all in the bucket [32, 48). The first
+    // three moved go to a level-1 bucket starting at 44, after 33 and 34.
+    let keys: Vec<Key> = [47, 46, 45, 34, 33, 40]
+        .iter()
+        .map(|&deadline| wheel.insert(deadline, deadline as u32).0)
+        .collect();
+    assert_eq!(wheel.next_expiration(), Some(32));
+    assert_eq!(wheel.poll_step(32), Polled::Busy);
+    assert_eq!(wheel.elapsed(), 32);
+    // 34, 33 and 40 are still in the draining bucket: work is due now.
+    assert_eq!(wheel.next_expiration(), Some(32));
+    assert!(
+        !wheel.catch_up(40),
+        "caught up over a partly drained bucket"
+    );
+    assert_eq!(wheel.remove(keys[4]), 33);
+    wheel.reset(keys[5], 35);
+    // Due within the draining bucket's span: filed in a finer level.
+    wheel.insert(36, 36);
+    assert_eq!(fire(&mut wheel, 34), vec![34]);
+    // Values are the original deadlines: 40 was reset to 35.
+    assert_eq!(fire(&mut wheel, 36), vec![40, 36]);
+    assert_eq!(fire(&mut wheel, 47), vec![45, 46, 47]);
+    assert_eq!(wheel.len(), 0);
+    assert_eq!(wheel.next_expiration(), None);
 }
 
 #[test]
@@ -308,6 +342,25 @@ proptest! {
     }
 }
 
+/// Removes a handed-out entry, checking it against the model.
+fn hand_out(
+    wheel: &mut Wheel<u32>,
+    model: &mut BTreeMap<u32, (Key, u64)>,
+    key: Key,
+    now: u64,
+) -> Result<(), TestCaseError> {
+    let value = wheel.remove(key);
+    let (model_key, deadline) = model.remove(&value).expect("fired twice or never inserted");
+    prop_assert_eq!(key, model_key);
+    prop_assert!(
+        deadline <= now,
+        "fired early: deadline {} now {}",
+        deadline,
+        now
+    );
+    Ok(())
+}
+
 /// What a driver does to a wheel between its turns: time passes unseen,
 /// registrations may bring the wheel up to the clock, and a turn polls.
 #[derive(Debug, Clone)]
@@ -315,6 +368,9 @@ enum LagOp {
     Wheel(Op),
     CatchUp,
     Poll,
+    /// A few bounded steps of a poll, as a driver takes between releases
+    /// of its lock: other operations then meet a partly drained bucket.
+    Steps(u8),
 }
 
 fn lag_op() -> impl Strategy<Value = LagOp> {
@@ -322,6 +378,7 @@ fn lag_op() -> impl Strategy<Value = LagOp> {
         6 => op().prop_map(LagOp::Wheel),
         2 => Just(LagOp::CatchUp),
         2 => Just(LagOp::Poll),
+        3 => (1u8..6).prop_map(LagOp::Steps),
     ]
 }
 
@@ -351,14 +408,29 @@ proptest! {
                 }
                 LagOp::Poll => {
                     while let Some(key) = wheel.poll(now) {
-                        let value = wheel.remove(key);
-                        let (model_key, deadline) = model.remove(&value).expect("fired twice or never inserted");
-                        prop_assert_eq!(key, model_key);
-                        prop_assert!(deadline <= now, "fired early: deadline {} now {}", deadline, now);
+                        hand_out(&mut wheel, &mut model, key, now)?;
                     }
                     let overdue: Vec<_> = model.iter().filter(|(_, &(_, d))| d <= now).collect();
                     prop_assert!(overdue.is_empty(), "due but not fired: {:?}", overdue);
                 }
+                LagOp::Steps(n) => {
+                    for _ in 0..n {
+                        match wheel.poll_step(now) {
+                            Polled::Due(key) => hand_out(&mut wheel, &mut model, key, now)?,
+                            Polled::Busy => {}
+                            Polled::Idle => break,
+                        }
+                    }
+                }
+            }
+            let earliest = model.values().map(|&(_, d)| d).min();
+            match wheel.next_expiration() {
+                // A partly drained bucket counts: its rest may be due now.
+                Some(next) => prop_assert!(
+                    earliest.is_some_and(|e| next <= e.max(wheel.elapsed())),
+                    "next_expiration {} is after the earliest deadline {:?}", next, earliest
+                ),
+                None => prop_assert!(model.is_empty(), "entries left but nothing queued"),
             }
             prop_assert_eq!(wheel.len(), model.len());
         }
