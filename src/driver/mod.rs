@@ -77,6 +77,9 @@ const INLINE_BATCH: usize = 1024;
 const DRIVER_BATCH: usize = 1024;
 /// Wakers collected per lock hold (tokio uses 32 too).
 const WAKE_CHUNK: usize = 32;
+/// What one step of draining a coarse bucket counts for against
+/// [`WAKE_CHUNK`]: so a lock hold moves at most 4 steps' worth of entries.
+const STEP_UNITS: usize = 8;
 
 /// An entry's key as sleeps and callbacks hold it: its shard and its key in
 /// that shard's wheel, packed in one word.
@@ -695,13 +698,16 @@ impl Shared {
             let now = now.max(state.wheel.elapsed());
             let mut drained = false;
             // Bounded per lock hold: callbacks found due add no waker, and
-            // a step that moves entries of a coarse bucket into finer ones
-            // counts as one.
-            for _ in 0..WAKE_CHUNK {
+            // moving entries of a coarse bucket into finer ones (up to 32
+            // per step, each cheaper than a wake) counts as a few entries.
+            let mut units = 0;
+            while units < WAKE_CHUNK {
+                units += 1;
                 let key = match state.wheel.poll_step(now) {
                     Polled::Due(key) => key,
                     Polled::Busy => {
                         steps += 1;
+                        units += STEP_UNITS - 1;
                         continue;
                     }
                     Polled::Idle => {
