@@ -20,9 +20,11 @@
 //! code never runs inside tokio's time driver.
 //! This is what makes `tokio::time::advance(d).await` behave as it does for
 //! tokio's own timers: when it returns, every sleep due by then has been
-//! woken. Each flush is bounded ([`INLINE_BATCH`], [`DRIVER_BATCH`]); the
-//! driver task carries on with the rest, yielding between batches, so a
-//! million simultaneous expiries never monopolise a worker.
+//! woken. Each flush is bounded ([`INLINE_BATCH`], [`DRIVER_BATCH`]), and
+//! so is each lock hold within it ([`WAKE_CHUNK`], with a coarse bucket's
+//! entries moved down a few dozen at a time); the driver task carries on
+//! with the rest, yielding between batches, so a million simultaneous
+//! expiries never monopolise a worker or a shard's lock.
 //!
 //! # Ground rules
 //!
