@@ -551,6 +551,11 @@ impl Wake for DropOnWake {
 /// Registers `count` sleeps on `handle`, each held by its own `DropOnWake`
 /// waker, with deadlines `deadline(i)` and `rearms(i)` re-arms; `fires` says
 /// whether the wakes to expect are firings. Returns the wakers.
+///
+/// Call it through [`unconstrained`](tokio::task::unconstrained): each sleep
+/// is polled with its waker's mutex held, and a sleep that finds tokio's
+/// cooperative budget spent wakes its waker at once from inside `poll` (as
+/// tokio's own sleep does), which would then wait for that same mutex.
 fn drop_on_wake_sleeps(
     handle: &Handle,
     count: usize,
@@ -596,14 +601,17 @@ fn wakers_drop_their_sleeps(runtime: Runtime, stream: u64) {
             let counts = Arc::new(WakeCounts::default());
             let now = Instant::now();
             let offsets: Vec<u64> = (0..300).map(|_| rng.below(3000)).collect();
-            let wakers = drop_on_wake_sleeps(
-                &handle,
-                300,
-                |i| now + us(offsets[i]),
-                |i| i % 3,
-                true,
-                &counts,
-            );
+            let wakers = tokio::task::unconstrained(async {
+                drop_on_wake_sleeps(
+                    &handle,
+                    300,
+                    |i| now + us(offsets[i]),
+                    |i| i % 3,
+                    true,
+                    &counts,
+                )
+            })
+            .await;
             let patience = Instant::now() + LOST;
             while counts.dropped.load(Ordering::SeqCst) < wakers.len() {
                 assert!(
@@ -622,7 +630,10 @@ fn wakers_drop_their_sleeps(runtime: Runtime, stream: u64) {
         let timer = Timer::new();
         let counts = Arc::new(WakeCounts::default());
         let far = Instant::now() + Duration::from_secs(3600);
-        let wakers = drop_on_wake_sleeps(&timer.handle(), 300, |_| far, |_| 0, false, &counts);
+        let wakers = tokio::task::unconstrained(async {
+            drop_on_wake_sleeps(&timer.handle(), 300, |_| far, |_| 0, false, &counts)
+        })
+        .await;
         assert_eq!(timer.handle().pending(), 300);
         drop(timer);
         assert_eq!(counts.dropped.load(Ordering::SeqCst), wakers.len());
