@@ -23,13 +23,15 @@
 //!   caller can sleep until the next due bucket instead of ticking through
 //!   empty slots.
 //! * When a bucket comes due, the wheel's time advances to its start and the
-//!   bucket is flushed: each entry is **reinserted** from scratch. An entry
+//!   bucket is drained: each entry is **reinserted** from scratch. An entry
 //!   whose deadline has been reached moves to the due list; any other lands
-//!   in a finer bucket (it is always finer: see [`Level::covers`]).
+//!   in a finer bucket (it is always finer: see [`Level::covers`]). Draining
+//!   goes [`CASCADE_STEP`] entries at a time, so that the owner can let go
+//!   of its lock between steps even when a million entries share a bucket.
 //!
 //! # The never-early rule
 //!
-//! An entry is handed out by [`Wheel::poll`]`(now)` only once
+//! An entry is handed out by [`Wheel::poll_step`]`(now)` only once
 //! `deadline <= now`. Kafka fires a whole bucket at its start, which is up to
 //! one tick early for the entries further into it; here a coarse bucket is
 //! only ever a reason to reinsert, and the decision to fire compares the
@@ -40,7 +42,8 @@
 //!
 //! The core is plain data behind `&mut self`: no locks, no atomics, no clock,
 //! no async. Whoever owns the `Wheel` (the timer's mutex, in this crate)
-//! decides when time moves, by calling [`Wheel::poll`].
+//! decides when time moves, by calling [`Wheel::poll_step`] (or
+//! [`Wheel::catch_up`] when nothing is due).
 
 mod level;
 mod list;
