@@ -368,7 +368,7 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// One bounded step of [`poll`](Wheel::poll): hands out the next due
+    /// One bounded step of polling: hands out the next due
     /// entry, or moves at most [`CASCADE_STEP`] entries of a coarse bucket
     /// that came due into finer buckets, or reports that nothing more is due
     /// by `now` (and moves the wheel's time to `now`).
@@ -402,7 +402,7 @@ impl<T> Wheel<T> {
     }
 
     /// Moves the wheel's time forward to `now` if nothing is due by then,
-    /// as [`poll`](Self::poll) would, without handing anything out. Returns
+    /// as [`poll_step`](Self::poll_step) would, without handing anything out. Returns
     /// whether it did.
     ///
     /// The wheel's time otherwise moves only when something comes due, so
