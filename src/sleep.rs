@@ -113,8 +113,6 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     pub(crate) handle: Handle,
     deadline: Instant,
-    /// `deadline` as a tick of the timer (`NEVER` if it never comes).
-    tick: u64,
     /// The waker the entry holds, kept to skip the lock when re-polled by
     /// the same task. Only meaningful while the entry has not fired.
     waker: Option<Waker>,
@@ -123,16 +121,21 @@ pub struct Sleep {
     state: SleepState,
 }
 
-/// A sleep's entry key and "seen complete" flag in one word: a million
-/// pending sleeps are a million of these.
+/// A sleep's entry key, its "seen complete" flag and its "never comes"
+/// flag in one word: a million pending sleeps are a million of these. (The
+/// deadline's tick is not kept: it is worked out when the sleep registers.)
 #[derive(Debug, Clone, Copy)]
 struct SleepState(u64);
 
 impl SleepState {
     const ELAPSED: u64 = 1 << 63;
+    /// The deadline never comes: `Instant` cannot represent it, or it lies
+    /// past the timer's last tick. Such a sleep never registers.
+    const NEVER: u64 = 1 << 62;
+    const FLAGS: u64 = SleepState::ELAPSED | SleepState::NEVER;
 
     fn entry(self) -> Option<EntryKey> {
-        match self.0 & !SleepState::ELAPSED {
+        match self.0 & !SleepState::FLAGS {
             0 => None,
             key => Some((key - 1) as EntryKey),
         }
@@ -140,8 +143,20 @@ impl SleepState {
 
     fn set_entry(&mut self, key: EntryKey) {
         let key = key as u64 + 1;
-        debug_assert!(key < SleepState::ELAPSED);
-        self.0 = (self.0 & SleepState::ELAPSED) | key;
+        debug_assert!(key & SleepState::FLAGS == 0);
+        self.0 = (self.0 & SleepState::FLAGS) | key;
+    }
+
+    fn never(self) -> bool {
+        self.0 & SleepState::NEVER != 0
+    }
+
+    fn set_never(&mut self, never: bool) {
+        if never {
+            self.0 |= SleepState::NEVER;
+        } else {
+            self.0 &= !SleepState::NEVER;
+        }
     }
 
     fn elapsed(self) -> bool {
@@ -159,23 +174,21 @@ impl SleepState {
 
 impl Sleep {
     pub(crate) fn new(handle: Handle, deadline: Instant) -> Sleep {
-        let tick = handle.shared.ticks().deadline_tick(deadline);
-        Sleep::with_tick(handle, deadline, tick)
+        Sleep::with_state(handle, deadline, SleepState(0))
     }
 
     /// A sleep that never completes (its deadline overflowed `Instant`);
     /// `deadline` is what [`Sleep::deadline`] reports.
     pub(crate) fn never(handle: Handle, deadline: Instant) -> Sleep {
-        Sleep::with_tick(handle, deadline, NEVER)
+        Sleep::with_state(handle, deadline, SleepState(SleepState::NEVER))
     }
 
-    fn with_tick(handle: Handle, deadline: Instant, tick: u64) -> Sleep {
+    fn with_state(handle: Handle, deadline: Instant, state: SleepState) -> Sleep {
         Sleep {
             handle,
             deadline,
-            tick,
             waker: None,
-            state: SleepState(0),
+            state,
         }
     }
 
@@ -259,7 +272,7 @@ impl Sleep {
 
     fn reset_to_tick(&mut self, deadline: Instant, tick: u64) {
         self.deadline = deadline;
-        self.tick = tick;
+        self.state.set_never(tick >= NEVER);
         self.state.set_elapsed(false);
         let Some(key) = self.state.entry() else {
             // Not registered yet: the first poll files it.
@@ -286,13 +299,21 @@ impl Sleep {
         }
         let shared = &self.handle.shared;
         let filing = match self.state.entry() {
-            None if self.tick >= NEVER => {
-                if shared.is_shutdown() {
-                    shutdown_panic();
+            None => {
+                let tick = if self.state.never() {
+                    NEVER
+                } else {
+                    shared.ticks().deadline_tick(self.deadline)
+                };
+                if tick >= NEVER {
+                    self.state.set_never(true);
+                    if shared.is_shutdown() {
+                        shutdown_panic();
+                    }
+                    return Poll::Pending;
                 }
-                return Poll::Pending;
+                shared.register(tick, cx.waker())
             }
-            None => shared.register(self.tick, cx.waker()),
             Some(key) => match shared.deadline_of(key) {
                 FIRED => Filing::Elapsed,
                 SHUTDOWN => Filing::Shutdown,

@@ -398,12 +398,12 @@ async fn reset_to_now_while_the_driver_lags_is_ready_at_once() {
     assert_ready!(sleep.poll());
 }
 
-/// A pending sleep is most of a timer's memory: keep it to 56 bytes (one
-/// 64-byte allocator chunk when boxed), against tokio's 112.
+/// A pending sleep is most of a timer's memory: keep it to 48 bytes,
+/// against tokio's 112.
 #[test]
-fn sleep_fits_in_56_bytes() {
+fn sleep_fits_in_48_bytes() {
     assert!(
-        std::mem::size_of::<tiered_timer::Sleep>() <= 56,
+        std::mem::size_of::<tiered_timer::Sleep>() <= 48,
         "Sleep grew to {} bytes",
         std::mem::size_of::<tiered_timer::Sleep>()
     );
