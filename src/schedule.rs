@@ -227,7 +227,9 @@ impl Unfired {
     /// # }
     /// ```
     pub fn run(self) {
-        (self.job.run)();
+        if let Some(run) = self.job.take() {
+            run();
+        }
     }
 }
 

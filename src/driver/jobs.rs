@@ -17,7 +17,7 @@ use std::collections::BinaryHeap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::sync::{AtomicU8, Ordering, Weak};
+use crate::sync::{lock, AtomicU8, Mutex, Ordering, Weak};
 use crate::wheel::Key;
 use crate::Instant;
 
@@ -33,21 +33,40 @@ pub(crate) const EXPIRED: u8 = 2;
 pub(crate) const UNFIRED: u8 = 3;
 
 /// What a [`Scheduled`](crate::Scheduled) shares with the timer.
-#[derive(Debug)]
 pub(crate) struct Task {
     state: AtomicU8,
     pub(crate) deadline: Instant,
     pub(crate) key: Key,
     pub(crate) timer: Weak<Shared>,
+    /// The callback, until it runs or is dropped. Kept here rather than
+    /// beside the task's key in the wheel, so a wheel slot stays as small
+    /// as a sleep needs.
+    run: Mutex<Option<Box<dyn FnOnce() + Send + 'static>>>,
+}
+
+impl fmt::Debug for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Task")
+            .field("state", &self.state)
+            .field("deadline", &self.deadline)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Task {
-    pub(crate) fn new(deadline: Instant, key: Key, timer: Weak<Shared>) -> Task {
+    pub(crate) fn new(
+        deadline: Instant,
+        key: Key,
+        timer: Weak<Shared>,
+        run: Box<dyn FnOnce() + Send + 'static>,
+    ) -> Task {
         Task {
             state: AtomicU8::new(PENDING),
             deadline,
             key,
             timer,
+            run: Mutex::new(Some(run)),
         }
     }
 
@@ -64,14 +83,21 @@ impl Task {
 /// A callback and the task it belongs to.
 pub(crate) struct Job {
     pub(crate) task: crate::sync::Arc<Task>,
-    pub(crate) run: Box<dyn FnOnce() + Send + 'static>,
 }
 
 impl Job {
     /// Runs the callback, catching and reporting a panic so the driver
     /// carries on with the next one.
+    /// The callback, taken out so that no lock is held while it runs.
+    pub(crate) fn take(&self) -> Option<Box<dyn FnOnce() + Send + 'static>> {
+        lock(&self.task.run).take()
+    }
+
     pub(crate) fn run(self) {
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(self.run)) {
+        let Some(run) = self.take() else {
+            return;
+        };
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(run)) {
             let message = panic
                 .downcast_ref::<&str>()
                 .copied()

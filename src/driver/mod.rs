@@ -123,23 +123,30 @@ pub(crate) struct Config {
     pub(crate) shards: usize,
 }
 
-/// What a wheel entry is for.
+/// What a wheel entry is for. 16 bytes, a sleep's waker: there is one per
+/// pending timer.
 #[derive(Debug)]
 enum Slot {
-    /// A sleep: the waker to wake when it fires, taken when it does.
-    Sleep(Option<Waker>),
+    /// A sleep: the waker to wake when it fires, taken (leaving a no-op
+    /// waker) when it does.
+    Sleep(Waker),
     /// A scheduled callback.
     Job(Job),
 }
 
 impl Slot {
     /// The waker of a sleep's entry.
-    fn waker(&mut self) -> &mut Option<Waker> {
+    fn waker(&mut self) -> &mut Waker {
         match self {
             Slot::Sleep(waker) => waker,
             Slot::Job(_) => unreachable!("a sleep's key holds a callback"),
         }
     }
+}
+
+/// Takes a sleep's waker, leaving one that does nothing.
+fn take_waker(waker: &mut Waker) -> Waker {
+    std::mem::replace(waker, Waker::noop().clone())
 }
 
 /// A callback that never ran because its timer shut down; see
@@ -409,7 +416,7 @@ impl Shared {
             // would wait for the driver's turn instead of completing at once.
             state.wheel.catch_up(now);
         }
-        let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(Some(waker.clone())));
+        let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(waker.clone()));
         state.pending += 1;
         shard.deadlines.ensure(key);
         shard.deadlines.set(key, tick);
@@ -446,7 +453,8 @@ impl Shared {
         }
         let before = shard.deadlines.get(key);
         let old_waker = if before == FIRED {
-            std::mem::replace(state.wheel.get_mut(key).waker(), waker.cloned())
+            let waker = waker.map_or_else(|| Waker::noop().clone(), Waker::clone);
+            Some(std::mem::replace(state.wheel.get_mut(key).waker(), waker))
         } else {
             None
         };
@@ -494,7 +502,7 @@ impl Shared {
         if shard.deadlines.get(key) == FIRED {
             return Filing::Elapsed;
         }
-        let old = state.wheel.get_mut(key).waker().replace(waker.clone());
+        let old = std::mem::replace(state.wheel.get_mut(key).waker(), waker.clone());
         drop(state);
         drop(old);
         Filing::Filed { key: entry }
@@ -550,11 +558,9 @@ impl Shared {
             deadline,
             state.wheel.vacant_key(),
             Arc::downgrade(self),
-        ));
-        let job = Job {
-            task: task.clone(),
             run,
-        };
+        ));
+        let job = Job { task: task.clone() };
         let mut tell = None;
         if due_now || tick <= state.wheel.elapsed() {
             task.set_state(EXPIRED);
@@ -726,7 +732,7 @@ impl Shared {
                         match state.wheel.get_mut(key) {
                             Slot::Sleep(waker) => {
                                 state.pending -= 1;
-                                wakers.extend(waker.take());
+                                wakers.push(take_waker(waker));
                             }
                             Slot::Job(_) => {
                                 // Pending until it runs; cancel now fails.
@@ -806,7 +812,7 @@ impl Shared {
                         if shard.deadlines.get(key) != FIRED {
                             shard.deadlines.set(key, SHUTDOWN);
                         }
-                        wakers.extend(waker.take());
+                        wakers.push(take_waker(waker));
                     }
                     Slot::Job(_) => job_keys.push(key),
                 }
@@ -1062,6 +1068,13 @@ impl Drop for Driver {
 mod tests {
     use super::*;
 
+    /// One wheel slot per pending timer: a sleep's waker and no more, so a
+    /// slab slot (entry, links, deadline and slot) stays at 48 bytes.
+    #[test]
+    fn a_slot_is_one_waker() {
+        assert_eq!(std::mem::size_of::<Slot>(), std::mem::size_of::<Waker>());
+    }
+
     /// Regression: a flush whose clock reading is older than the wheel's
     /// time must not spin on an entry due between the two.
     #[tokio::test]
@@ -1073,9 +1086,7 @@ mod tests {
             let mut state = lock(&shard.state);
             assert_eq!(state.wheel.poll(10), None);
             // Due at 8: the wheel, at 10, puts it straight in the due list.
-            let (key, _) = state
-                .wheel
-                .insert(8, Slot::Sleep(Some(Waker::noop().clone())));
+            let (key, _) = state.wheel.insert(8, Slot::Sleep(Waker::noop().clone()));
             state.pending += 1;
             shard.deadlines.ensure(key);
             shard.deadlines.set(key, 8);
