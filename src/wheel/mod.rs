@@ -131,6 +131,8 @@ pub(crate) struct Wheel<T> {
     wheel_size: u64,
     /// Entries moved from a coarse bucket into a finer one, ever.
     cascaded: u64,
+    /// `log2(wheel_size)` when the wheel size is a power of two.
+    size_bits: Option<u32>,
     /// The coarse bucket being emptied into finer ones, a few entries per
     /// [`poll_step`](Wheel::poll_step), so that a bucket of a million
     /// entries never holds its caller (and its caller's lock) for long. Its
@@ -179,6 +181,9 @@ impl<T> Wheel<T> {
             elapsed: 0,
             wheel_size,
             cascaded: 0,
+            size_bits: wheel_size
+                .is_power_of_two()
+                .then(|| wheel_size.trailing_zeros()),
             draining: None,
         }
     }
@@ -337,7 +342,15 @@ impl<T> Wheel<T> {
     /// Buckets emptied by removals are discarded here, when they reach the
     /// head, so the caller never sleeps for them.
     pub(crate) fn next_expiration(&mut self) -> Option<u64> {
-        if !self.due.is_empty() || self.draining.is_some() {
+        if let Some(id) = self.draining {
+            // Removals may have emptied it.
+            if self.bucket_mut(id).list.is_empty() {
+                self.draining = None;
+            } else {
+                return Some(self.elapsed);
+            }
+        }
+        if !self.due.is_empty() {
             return Some(self.elapsed);
         }
         while let Some((expiration, id)) = self.queue.peek() {
@@ -505,7 +518,7 @@ impl<T> Wheel<T> {
     /// The finest level whose current rotation covers `deadline`, creating
     /// overflow levels as needed.
     fn level_for(&mut self, deadline: u64) -> usize {
-        let mut index = 0;
+        let mut index = self.lowest_level_for(deadline).min(self.levels.len());
         loop {
             if index == self.levels.len() {
                 let level = Level::new(index as u32, self.wheel_size)
@@ -516,6 +529,22 @@ impl<T> Wheel<T> {
                 return index;
             }
             index += 1;
+        }
+    }
+
+    /// A level no finer than the one that covers `deadline`, found without
+    /// a search when the wheel size is a power of two: level `n` spans
+    /// `wheel_size^(n + 1)` ticks from a start at or before `elapsed`, so it
+    /// cannot cover a deadline `2^k` or more ticks away unless
+    /// `wheel_size^(n + 1) > 2^k`. Saves the registration path a walk up
+    /// from level 0.
+    fn lowest_level_for(&self, deadline: u64) -> usize {
+        let (Some(bits), Some(delta)) = (self.size_bits, deadline.checked_sub(self.elapsed)) else {
+            return 0;
+        };
+        match delta.checked_ilog2() {
+            Some(log) => (log / bits) as usize,
+            None => 0,
         }
     }
 

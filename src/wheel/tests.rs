@@ -175,6 +175,24 @@ fn a_coarse_bucket_drains_in_bounded_steps() {
     assert_eq!(wheel.next_expiration(), None);
 }
 
+/// A bucket emptied by removals while it drains is nothing to wake for.
+#[test]
+fn a_draining_bucket_emptied_by_removals_is_not_due() {
+    let mut wheel = Wheel::new(4);
+    let keys: Vec<Key> = (40..46).map(|d| wheel.insert(d, d as u32).0).collect();
+    // Level 2 holds [32, 48); the first step moves 40, 41 and 42 down.
+    assert_eq!(wheel.poll_step(32), Polled::Busy);
+    for &key in &keys[3..] {
+        wheel.remove(key);
+    }
+    assert_eq!(
+        wheel.next_expiration(),
+        Some(40),
+        "only the moved entries' bucket"
+    );
+    assert_eq!(fire(&mut wheel, 42), vec![40, 41, 42]);
+}
+
 #[test]
 fn unfiled_entries_never_come_due() {
     let mut wheel = Wheel::new(8);
