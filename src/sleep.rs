@@ -152,11 +152,7 @@ impl SleepState {
     }
 
     fn set_never(&mut self, never: bool) {
-        if never {
-            self.0 |= SleepState::NEVER;
-        } else {
-            self.0 &= !SleepState::NEVER;
-        }
+        self.set_flag(SleepState::NEVER, never);
     }
 
     fn elapsed(self) -> bool {
@@ -164,10 +160,14 @@ impl SleepState {
     }
 
     fn set_elapsed(&mut self, elapsed: bool) {
-        if elapsed {
-            self.0 |= SleepState::ELAPSED;
+        self.set_flag(SleepState::ELAPSED, elapsed);
+    }
+
+    fn set_flag(&mut self, flag: u64, on: bool) {
+        if on {
+            self.0 |= flag;
         } else {
-            self.0 &= !SleepState::ELAPSED;
+            self.0 &= !flag;
         }
     }
 }
