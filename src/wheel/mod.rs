@@ -456,8 +456,7 @@ impl<T> Wheel<T> {
                 .list
                 .pop_front(&mut self.entries)
             else {
-                self.draining = None;
-                return;
+                break;
             };
             self.entries[key].place = Place::UNFILED;
             self.file(key);

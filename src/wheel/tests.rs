@@ -332,29 +332,19 @@ proptest! {
         let mut next_value = 0u32;
         for op in ops {
             now = apply(op, &mut wheel, &mut model, now, &mut next_value)?;
-            if let Some(next) = wheel.next_expiration() {
-                let earliest = model.values().map(|&(_, d)| d).min();
-                prop_assert!(earliest.is_some(), "a bucket is queued with nothing in the wheel");
-                prop_assert!(next <= earliest.unwrap().max(wheel.elapsed()), "next_expiration {} is after the earliest deadline {:?}", next, earliest);
-            } else {
-                prop_assert!(model.is_empty());
-            }
+            check_next_expiration(&mut wheel, &model)?;
             // Entries filed in buckets come out in deadline order; ones that
             // were already due when inserted come out first, in insertion order.
             let before = wheel.elapsed();
             let mut last = before;
             while let Some(key) = wheel.poll(now) {
-                let value = wheel.remove(key);
-                let (model_key, deadline) = model.remove(&value).expect("fired twice or never inserted");
-                prop_assert_eq!(key, model_key);
-                prop_assert!(deadline <= now, "fired early: deadline {} now {}", deadline, now);
+                let deadline = hand_out(&mut wheel, &mut model, key, now)?;
                 if deadline > before {
                     prop_assert!(deadline >= last, "out of order: {} after {}", deadline, last);
                     last = deadline;
                 }
             }
-            let overdue: Vec<_> = model.iter().filter(|(_, &(_, d))| d <= now).collect();
-            prop_assert!(overdue.is_empty(), "due but not fired: {:?}", overdue);
+            check_none_overdue(&model, now)?;
             prop_assert_eq!(wheel.len(), model.len());
         }
     }
@@ -366,7 +356,7 @@ fn hand_out(
     model: &mut BTreeMap<u32, (Key, u64)>,
     key: Key,
     now: u64,
-) -> Result<(), TestCaseError> {
+) -> Result<u64, TestCaseError> {
     let value = wheel.remove(key);
     let (model_key, deadline) = model.remove(&value).expect("fired twice or never inserted");
     prop_assert_eq!(key, model_key);
@@ -376,6 +366,33 @@ fn hand_out(
         deadline,
         now
     );
+    Ok(deadline)
+}
+
+/// `next_expiration` never lies: nothing queued only when nothing is left,
+/// and never later than the earliest deadline (or now, for work already
+/// due, such as a partly drained bucket).
+fn check_next_expiration(
+    wheel: &mut Wheel<u32>,
+    model: &BTreeMap<u32, (Key, u64)>,
+) -> Result<(), TestCaseError> {
+    let earliest = model.values().map(|&(_, d)| d).min();
+    match wheel.next_expiration() {
+        Some(next) => prop_assert!(
+            earliest.is_some_and(|e| next <= e.max(wheel.elapsed())),
+            "next_expiration {} is after the earliest deadline {:?}",
+            next,
+            earliest
+        ),
+        None => prop_assert!(model.is_empty(), "entries left but nothing queued"),
+    }
+    Ok(())
+}
+
+/// Every entry due by `now` has been handed out.
+fn check_none_overdue(model: &BTreeMap<u32, (Key, u64)>, now: u64) -> Result<(), TestCaseError> {
+    let overdue: Vec<_> = model.iter().filter(|(_, &(_, d))| d <= now).collect();
+    prop_assert!(overdue.is_empty(), "due but not fired: {:?}", overdue);
     Ok(())
 }
 
@@ -428,28 +445,21 @@ proptest! {
                     while let Some(key) = wheel.poll(now) {
                         hand_out(&mut wheel, &mut model, key, now)?;
                     }
-                    let overdue: Vec<_> = model.iter().filter(|(_, &(_, d))| d <= now).collect();
-                    prop_assert!(overdue.is_empty(), "due but not fired: {:?}", overdue);
+                    check_none_overdue(&model, now)?;
                 }
                 LagOp::Steps(n) => {
                     for _ in 0..n {
                         match wheel.poll_step(now) {
-                            Polled::Due(key) => hand_out(&mut wheel, &mut model, key, now)?,
+                            Polled::Due(key) => {
+                                hand_out(&mut wheel, &mut model, key, now)?;
+                            }
                             Polled::Busy => {}
                             Polled::Idle => break,
                         }
                     }
                 }
             }
-            let earliest = model.values().map(|&(_, d)| d).min();
-            match wheel.next_expiration() {
-                // A partly drained bucket counts: its rest may be due now.
-                Some(next) => prop_assert!(
-                    earliest.is_some_and(|e| next <= e.max(wheel.elapsed())),
-                    "next_expiration {} is after the earliest deadline {:?}", next, earliest
-                ),
-                None => prop_assert!(model.is_empty(), "entries left but nothing queued"),
-            }
+            check_next_expiration(&mut wheel, &model)?;
             prop_assert_eq!(wheel.len(), model.len());
         }
     }
