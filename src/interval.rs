@@ -203,7 +203,7 @@ impl Interval {
         } else {
             timeout.checked_add(self.period)
         };
-        self.reset_at_or_never(next);
+        self.reset_at_or_far(next);
         Poll::Ready(timeout)
     }
 
@@ -266,7 +266,7 @@ impl Interval {
     /// ```
     pub fn reset_after(&mut self, after: Duration) {
         let now = self.delay_handle_now();
-        self.reset_at_or_never(now.checked_add(after));
+        self.reset_at_or_far(now.checked_add(after));
     }
 
     /// Resets the interval so the next tick completes at `deadline`.
@@ -343,13 +343,10 @@ impl Interval {
         self.delay.handle.now()
     }
 
-    fn reset_at_or_never(&mut self, deadline: Option<Instant>) {
-        match deadline {
-            Some(deadline) => Pin::new(&mut self.delay).reset(deadline),
-            None => {
-                let now = self.delay_handle_now();
-                self.delay.reset_never(far_future(now));
-            }
-        }
+    /// Resets to `deadline`, or to the far future if it overflowed `Instant`
+    /// (as tokio does).
+    fn reset_at_or_far(&mut self, deadline: Option<Instant>) {
+        let deadline = deadline.unwrap_or_else(|| far_future(self.delay_handle_now()));
+        Pin::new(&mut self.delay).reset(deadline);
     }
 }

@@ -196,7 +196,7 @@ impl Limit {
         self.armed = true;
         match (&mut self.sleep, now.checked_add(timeout)) {
             (Some(sleep), Some(deadline)) => Pin::new(sleep).reset(deadline),
-            (Some(sleep), None) => sleep.reset_never(far_future(now)),
+            (Some(sleep), None) => Pin::new(sleep).reset(far_future(now)),
             (None, _) => self.sleep = Some(handle.sleep_from(now, timeout)),
         }
     }

@@ -66,9 +66,6 @@
 //!   the timer's driver is just then due to run for an earlier deadline:
 //!   then on that run. (tokio's guarantee is relative to its driver's last
 //!   turn in the same way.) This spares the guard path a second clock read.
-//! * `sleep(Duration::MAX)`, or any deadline `Instant` cannot represent,
-//!   never completes and occupies no slot (tokio clamps it to about two
-//!   years).
 //! * Under paused time, at most 1024 sleeps are woken inside the turn of
 //!   `tokio::time::advance`; beyond that the driver wakes the rest on the
 //!   runtime's next turns, in batches, so no flush monopolises a worker.
@@ -79,12 +76,17 @@
 //!   differently paused clocks are mixed).
 //! * Sleeps of a timer that has shut down (its [`Timer`] dropped, or its
 //!   runtime shut down) panic when polled, saying so; resetting one does not.
-//! * A timer's range is `u64` ticks from its creation (about 584 million
-//!   years at 1 ms, 146 million at the default 250 µs). A deadline past its
-//!   last tick behaves like
-//!   `Duration::MAX`: it never fires and holds no wheel slot. Such a sleep is
-//!   not counted by [`Handle::pending`]; such a callback is, until it is
-//!   cancelled or handed back by [`Timer::shutdown`].
+//! * "Forever" deadlines are as tokio's: `sleep(Duration::MAX)`, or any
+//!   deadline `Instant` cannot represent, is clamped to 30 years from now
+//!   ([`Sleep::deadline`] reports it), filed and counted by
+//!   [`Handle::pending`] like any other, and completes there, never before,
+//!   so paused time's auto-advance reaches it. The difference: a timer's
+//!   range is `u64` ticks from its creation (about 584 million years at
+//!   1 ms, 146 million at the default 250 µs), and a representable deadline
+//!   past its last tick is clamped the same way, reporting the clamped
+//!   instant. tokio keeps such a deadline and fires it at the end of its
+//!   own range, before it; this crate never fires before the deadline it
+//!   reports. Callbacks ([`Handle::schedule`]) are clamped alike.
 //!
 //! # Never early
 //!

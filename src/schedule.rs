@@ -123,9 +123,10 @@ impl Scheduled {
     /// Returns the instant the callback was scheduled for. It runs at the
     /// first tick boundary at or after it, never before.
     ///
-    /// For a delay too large to represent (such as `Duration::MAX`) this is
-    /// about 30 years from when it was scheduled, and the callback never
-    /// runs.
+    /// For a delay too large to represent (such as `Duration::MAX`), or a
+    /// deadline past the timer's last tick, this is the clamped deadline:
+    /// about 30 years from when it was scheduled. The callback runs then
+    /// (a paused clock's auto-advance reaches it), never before.
     ///
     /// # Examples
     ///

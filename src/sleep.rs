@@ -8,7 +8,6 @@ use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::driver::deadlines::{FIRED, SHUTDOWN};
-use crate::driver::ticks::NEVER;
 use crate::driver::EntryKey;
 use crate::driver::Filing;
 use crate::{Handle, Instant};
@@ -18,8 +17,10 @@ use crate::{Handle, Instant};
 /// Equivalent to `sleep_until(Instant::now() + duration)`: the sleep
 /// completes at the first tick of the timer (250 µs for the default timer) at
 /// or after that deadline, never before it. No work is done while waiting.
-/// A `duration` too large for an `Instant` (such as [`Duration::MAX`]) never
-/// completes, and costs no place in the wheel.
+/// A `duration` too large for an `Instant` (such as [`Duration::MAX`]) is
+/// clamped, as tokio clamps it, to about 30 years from now: the
+/// [`deadline`](Sleep::deadline) the sleep reports, and the one a paused
+/// clock's auto-advance reaches.
 ///
 /// Uses the current runtime's default timer. The future is [`Unpin`], so it
 /// can be used in `select!` loops without pinning.
@@ -51,6 +52,10 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// before it; a deadline already passed completes on the first poll (or, if
 /// the timer's driver is just then due to run for an earlier deadline, on
 /// that run). Uses the current runtime's default timer.
+///
+/// A deadline past the timer's last tick (with the default timer, about 146
+/// million years away) is clamped to about 30 years from now, as for
+/// `sleep(Duration::MAX)`; [`Sleep::deadline`] reports the clamped one.
 ///
 /// # Panics
 ///
@@ -121,18 +126,15 @@ pub struct Sleep {
     state: SleepState,
 }
 
-/// A sleep's entry key, its "seen complete" flag and its "never comes"
-/// flag in one word: a million pending sleeps are a million of these. (The
-/// deadline's tick is not kept: it is worked out when the sleep registers.)
+/// A sleep's entry key and its "seen complete" flag in one word: a
+/// million pending sleeps are a million of these. (The deadline's tick is
+/// not kept: it is worked out when the sleep registers.)
 #[derive(Debug, Clone, Copy)]
 struct SleepState(u64);
 
 impl SleepState {
     const ELAPSED: u64 = 1 << 63;
-    /// The deadline never comes: `Instant` cannot represent it, or it lies
-    /// past the timer's last tick. Such a sleep never registers.
-    const NEVER: u64 = 1 << 62;
-    const FLAGS: u64 = SleepState::ELAPSED | SleepState::NEVER;
+    const FLAGS: u64 = SleepState::ELAPSED;
 
     fn entry(self) -> Option<EntryKey> {
         match self.0 & !SleepState::FLAGS {
@@ -145,14 +147,6 @@ impl SleepState {
         let key = key as u64 + 1;
         debug_assert!(key & SleepState::FLAGS == 0);
         self.0 = (self.0 & SleepState::FLAGS) | key;
-    }
-
-    fn never(self) -> bool {
-        self.0 & SleepState::NEVER != 0
-    }
-
-    fn set_never(&mut self, never: bool) {
-        self.set_flag(SleepState::NEVER, never);
     }
 
     fn elapsed(self) -> bool {
@@ -173,22 +167,15 @@ impl SleepState {
 }
 
 impl Sleep {
+    /// A sleep until `deadline`, which the timer serves (see
+    /// [`Ticks::clamp`](crate::driver::ticks::Ticks::clamp)).
     pub(crate) fn new(handle: Handle, deadline: Instant) -> Sleep {
-        Sleep::with_state(handle, deadline, SleepState(0))
-    }
-
-    /// A sleep that never completes (its deadline overflowed `Instant`);
-    /// `deadline` is what [`Sleep::deadline`] reports.
-    pub(crate) fn never(handle: Handle, deadline: Instant) -> Sleep {
-        Sleep::with_state(handle, deadline, SleepState(SleepState::NEVER))
-    }
-
-    fn with_state(handle: Handle, deadline: Instant, state: SleepState) -> Sleep {
+        debug_assert!(deadline <= handle.shared.ticks().last());
         Sleep {
             handle,
             deadline,
             waker: None,
-            state,
+            state: SleepState(0),
         }
     }
 
@@ -242,7 +229,9 @@ impl Sleep {
     /// A later deadline is recorded with one atomic operation, no lock; the
     /// timer moves the entry when its old bucket comes due. An earlier one
     /// moves it at once. A deadline already passed makes the next poll
-    /// complete. The waker last registered stays registered.
+    /// complete. The waker last registered stays registered. A deadline
+    /// past the timer's last tick is clamped as in
+    /// [`sleep_until`](crate::sleep_until).
     ///
     /// # Examples
     ///
@@ -261,31 +250,21 @@ impl Sleep {
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.get_mut();
-        let tick = this.handle.shared.ticks().deadline_tick(deadline);
-        this.reset_to_tick(deadline, tick);
-    }
-
-    /// Resets to a deadline that never comes (reporting `deadline`).
-    pub(crate) fn reset_never(&mut self, deadline: Instant) {
-        self.reset_to_tick(deadline, NEVER);
-    }
-
-    fn reset_to_tick(&mut self, deadline: Instant, tick: u64) {
-        self.deadline = deadline;
-        self.state.set_never(tick >= NEVER);
-        self.state.set_elapsed(false);
-        let Some(key) = self.state.entry() else {
+        let shared = &this.handle.shared;
+        let deadline = shared.ticks().clamp(Some(deadline), || shared.now());
+        let tick = shared.ticks().deadline_tick(deadline);
+        this.deadline = deadline;
+        this.state.set_elapsed(false);
+        let Some(key) = this.state.entry() else {
             // Not registered yet: the first poll files it.
             return;
         };
-        let shared = &self.handle.shared;
-        if tick < NEVER && shared.try_extend(key, tick) {
+        if shared.try_extend(key, tick) {
             return;
         }
-        let now = (tick < NEVER).then(|| shared.now_tick());
-        match shared.refile(key, tick, now, self.waker.as_ref()) {
+        match shared.refile(key, tick, shared.now_tick(), this.waker.as_ref()) {
             Filing::Filed { .. } => {}
-            Filing::Elapsed => self.state.set_elapsed(true),
+            Filing::Elapsed => this.state.set_elapsed(true),
             // Like tokio, only polling fails: the entry is marked so the
             // next poll reports the shutdown.
             Filing::Shutdown => {}
@@ -299,21 +278,7 @@ impl Sleep {
         }
         let shared = &self.handle.shared;
         let filing = match self.state.entry() {
-            None => {
-                let tick = if self.state.never() {
-                    NEVER
-                } else {
-                    shared.ticks().deadline_tick(self.deadline)
-                };
-                if tick >= NEVER {
-                    self.state.set_never(true);
-                    if shared.is_shutdown() {
-                        shutdown_panic();
-                    }
-                    return Poll::Pending;
-                }
-                shared.register(tick, cx.waker())
-            }
+            None => shared.register(shared.ticks().deadline_tick(self.deadline), cx.waker()),
             Some(key) => match shared.deadline_of(key) {
                 FIRED => Filing::Elapsed,
                 SHUTDOWN => Filing::Shutdown,

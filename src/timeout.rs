@@ -16,7 +16,8 @@ use crate::{Handle, Instant, Sleep};
 /// the result is `Err(Elapsed)` and the future is dropped (cancelled). The
 /// future is polled before the deadline is checked, so a future that is
 /// ready when first polled always wins. A `duration` too large for an
-/// `Instant` (such as [`Duration::MAX`]) means no deadline.
+/// `Instant` (such as [`Duration::MAX`]) is clamped to about 30 years from
+/// now, as tokio does (see [`sleep`](crate::sleep)).
 ///
 /// The timer entry is registered only if the future returns `Pending`, and
 /// removed in O(1) when the `Timeout` is dropped, so a guard that is armed

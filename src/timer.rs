@@ -5,7 +5,6 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::clock::{Clock, TokioClock};
-use crate::driver::ticks::NEVER;
 use crate::driver::{registry, Config, Shared};
 use crate::error::Error;
 use crate::schedule::{Scheduled, Unfired};
@@ -223,7 +222,9 @@ impl Builder {
     /// average over tokio's own lateness; a 1 ms tick whose boundaries fall
     /// just after tokio's grid points would cost up to 1 ms); a coarser tick
     /// batches more deadlines into each driver turn. The range is `u64`
-    /// ticks from the timer's creation; deadlines beyond it never fire.
+    /// ticks from the timer's creation; deadlines beyond it are clamped to
+    /// about 30 years from when they are set, as tokio clamps
+    /// `sleep(Duration::MAX)`.
     ///
     /// # Examples
     ///
@@ -427,10 +428,8 @@ impl Handle {
     }
 
     pub(crate) fn sleep_from(&self, now: Instant, duration: Duration) -> Sleep {
-        match now.checked_add(duration) {
-            Some(deadline) => Sleep::new(self.clone(), deadline),
-            None => Sleep::never(self.clone(), far_future(now)),
-        }
+        let deadline = self.shared.ticks().clamp(now.checked_add(duration), || now);
+        Sleep::new(self.clone(), deadline)
     }
 
     /// Waits until `deadline` is reached, on this timer. See
@@ -450,6 +449,8 @@ impl Handle {
     /// # }
     /// ```
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        let shared = &self.shared;
+        let deadline = shared.ticks().clamp(Some(deadline), || shared.now());
         Sleep::new(self.clone(), deadline)
     }
 
@@ -557,9 +558,9 @@ impl Handle {
     /// standard error, and the timer carries on.
     ///
     /// Dropping the returned [`Scheduled`] does not cancel the callback.
-    /// A `delay` too large to represent (such as `Duration::MAX`) gives a
-    /// callback that never runs but stays pending until it is cancelled or
-    /// handed back by [`Timer::shutdown`].
+    /// A `delay` too large to represent (such as `Duration::MAX`), or one
+    /// past the timer's last tick, is clamped to about 30 years from now,
+    /// as a sleep's is: [`Scheduled::deadline`] reports the clamped one.
     ///
     /// # Errors
     ///
@@ -588,16 +589,15 @@ impl Handle {
         F: FnOnce() + Send + 'static,
     {
         let now = self.shared.own_now();
-        match now.checked_add(delay) {
-            Some(deadline) => self.schedule_boxed(deadline, Box::new(f)),
-            None => self.schedule_never(far_future(now), Box::new(f)),
-        }
+        let deadline = self.shared.ticks().clamp(now.checked_add(delay), || now);
+        self.schedule_boxed(deadline, Box::new(f))
     }
 
     /// Schedules `f` to run once `deadline` has been reached.
     ///
     /// As [`Handle::schedule`], with an absolute deadline: one in the past
-    /// runs on the driver's next turn.
+    /// runs on the driver's next turn; one past the timer's last tick is
+    /// clamped to about 30 years from now.
     ///
     /// # Errors
     ///
@@ -630,17 +630,10 @@ impl Handle {
         deadline: Instant,
         f: Box<dyn FnOnce() + Send + 'static>,
     ) -> Result<Scheduled, Error> {
-        let tick = self.shared.ticks().deadline_tick(deadline);
-        let task = self.shared.schedule(deadline, tick, f)?;
-        Ok(Scheduled::new(task))
-    }
-
-    fn schedule_never(
-        &self,
-        deadline: Instant,
-        f: Box<dyn FnOnce() + Send + 'static>,
-    ) -> Result<Scheduled, Error> {
-        let task = self.shared.schedule(deadline, NEVER, f)?;
+        let shared = &self.shared;
+        let deadline = shared.ticks().clamp(Some(deadline), || shared.own_now());
+        let tick = shared.ticks().deadline_tick(deadline);
+        let task = shared.schedule(deadline, tick, f)?;
         Ok(Scheduled::new(task))
     }
 
@@ -648,8 +641,8 @@ impl Handle {
     /// fired nor been cancelled: callbacks and futures alike.
     ///
     /// A sleep counts from its first poll (registration is lazy) until it
-    /// fires or is dropped; one whose deadline can never come (such as
-    /// `sleep(Duration::MAX)`) holds no slot and is not counted. A callback
+    /// fires or is dropped, whatever its deadline (`sleep(Duration::MAX)`
+    /// too: it is clamped, and filed, like any other). A callback
     /// counts from [`schedule`](Handle::schedule) until it starts running,
     /// is cancelled, or is handed back by [`Timer::shutdown`].
     ///
@@ -741,8 +734,8 @@ impl fmt::Debug for Handle {
     }
 }
 
-/// A deadline that stands for "never": about 30 years from `now`, as tokio
-/// uses, or as far as `Instant` reaches.
+/// The deadline that stands for "forever": about 30 years from `now`, as
+/// tokio clamps it, or as far as `Instant` reaches.
 pub(crate) fn far_future(now: Instant) -> Instant {
     const THIRTY_YEARS: Duration = Duration::from_secs(86_400 * 365 * 30);
     now.checked_add(THIRTY_YEARS)

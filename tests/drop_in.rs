@@ -94,3 +94,198 @@ async fn sleep_until_and_elapsed_checks() {
     assert_eq!(at.period(), ms(3));
     at.tick().await;
 }
+
+// "Forever" deadlines under paused time. tokio clamps a deadline it cannot
+// represent to `now + 30 years`, and a paused runtime auto-advances to it
+// when idle, so a test that sleeps "forever" finishes. The same code on
+// this crate must finish too, at the deadline `deadline()` reports and not
+// before. Each case runs under a watchdog: a hang fails instead of
+// blocking the suite.
+
+/// tokio's far future: what `tokio::time::sleep(Duration::MAX)` reports.
+fn tokio_far_future() -> Instant {
+    tokio::time::sleep(Duration::MAX).deadline()
+}
+
+/// The latest a timer may fire a deadline: one default tick (250 µs) plus
+/// tokio's 1 ms grid (see "Never early" in the crate docs).
+fn at_most_late(fired: Instant, deadline: Instant) {
+    assert!(fired >= deadline, "fired {:?} early", deadline - fired);
+    assert!(
+        fired - deadline <= Duration::from_micros(1250),
+        "fired {:?} late",
+        fired - deadline
+    );
+}
+
+const FOREVER_LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn waits_out_forever() {
+    // The test as written (`#[tokio::test]`, then `pause`).
+    support::with_watchdog(FOREVER_LIMIT, false, || async {
+        tokio::time::pause();
+        time::sleep(Duration::MAX).await;
+    });
+}
+
+#[test]
+fn forever_sleeps_complete_at_tokios_far_future() {
+    support::paused_with_watchdog(FOREVER_LIMIT, || async {
+        for duration in [
+            Duration::MAX,
+            Duration::MAX - ms(1),
+            Duration::from_secs(u64::MAX / 4),
+        ] {
+            let far = tokio_far_future();
+            let sleep = time::sleep(duration);
+            assert_eq!(sleep.deadline(), far, "{duration:?}");
+            sleep.await;
+            at_most_late(Instant::now(), far);
+        }
+    });
+}
+
+#[test]
+fn sleep_until_a_far_instant_completes_at_the_clamped_deadline() {
+    support::paused_with_watchdog(FOREVER_LIMIT, || async {
+        let now = Instant::now();
+        // Representable, but past the default timer's last tick (u64 ticks
+        // of 250 µs, about 146 million years).
+        let candidates = [
+            Duration::from_secs(u64::MAX / 4),
+            Duration::from_secs(u64::MAX / 100),
+            Duration::from_millis(u64::MAX),
+        ];
+        let mut tested = 0;
+        for past_range in candidates {
+            let Some(far) = Instant::now().checked_add(past_range) else {
+                continue;
+            };
+            tested += 1;
+            let clamped = tokio_far_future();
+            let sleep = time::sleep_until(far);
+            assert_eq!(sleep.deadline(), clamped);
+            sleep.await;
+            at_most_late(Instant::now(), clamped);
+        }
+        assert!(tested > 0, "Instant cannot represent a far deadline here");
+        // A far deadline within the range is kept as it is.
+        let within = Instant::now() + Duration::from_secs(86_400 * 365 * 1000);
+        let sleep = time::sleep_until(within);
+        assert_eq!(sleep.deadline(), within);
+        sleep.await;
+        at_most_late(Instant::now(), within);
+        assert!(now.elapsed() > Duration::from_secs(86_400 * 365 * 1000));
+    });
+}
+
+#[test]
+fn forever_timeouts_elapse_at_the_clamped_deadline() {
+    support::paused_with_watchdog(FOREVER_LIMIT, || async {
+        let far = tokio_far_future();
+        let result = time::timeout(Duration::MAX, std::future::pending::<()>()).await;
+        assert!(result.is_err());
+        at_most_late(Instant::now(), far);
+
+        let far = tokio_far_future();
+        let beyond = Instant::now().checked_add(Duration::from_secs(u64::MAX / 4));
+        if let Some(beyond) = beyond {
+            let result = time::timeout_at(beyond, std::future::pending::<()>()).await;
+            assert!(result.is_err());
+            at_most_late(Instant::now(), far);
+        }
+        // A future that completes first still wins.
+        assert_eq!(time::timeout(Duration::MAX, async { 3 }).await, Ok(3));
+    });
+}
+
+#[test]
+fn forever_sleeps_are_counted_and_never_early() {
+    support::paused_with_watchdog(FOREVER_LIMIT, || async {
+        let handle = time::Handle::current();
+        let far = tokio_far_future();
+        let mut sleep = tokio_test::task::spawn(time::sleep(Duration::MAX));
+        assert!(sleep.poll().is_pending());
+        assert_eq!(handle.pending(), 1, "a forever sleep holds a slot");
+        // Just before its deadline: still pending, and not woken.
+        tokio::time::advance(far - Instant::now() - ms(1)).await;
+        assert!(!sleep.is_woken());
+        assert!(sleep.poll().is_pending());
+        assert!(!sleep.is_elapsed());
+        tokio::time::advance(ms(2)).await;
+        assert!(sleep.is_woken());
+        assert!(sleep.poll().is_ready());
+        assert_eq!(handle.pending(), 0);
+    });
+}
+
+#[test]
+fn reset_to_a_far_instant_clamps() {
+    support::paused_with_watchdog(FOREVER_LIMIT, || async {
+        let mut sleep = Box::pin(time::sleep(ms(10)));
+        if let Some(beyond) = Instant::now().checked_add(Duration::from_secs(u64::MAX / 4)) {
+            let far = tokio_far_future();
+            sleep.as_mut().reset(beyond);
+            assert_eq!(sleep.deadline(), far);
+            sleep.as_mut().await;
+            at_most_late(Instant::now(), far);
+        }
+    });
+}
+
+#[test]
+fn forever_interval_ticks_at_the_far_future() {
+    support::paused_with_watchdog(FOREVER_LIMIT, || async {
+        let start = Instant::now();
+        let mut interval = time::interval(Duration::MAX);
+        assert_eq!(interval.tick().await, start);
+        // tokio: the next tick after an overflowing one is the far future.
+        let far = tokio_far_future();
+        assert_eq!(interval.tick().await, far);
+        at_most_late(Instant::now(), far);
+    });
+}
+
+#[test]
+fn forever_callbacks_run_at_the_clamped_deadline_and_not_before() {
+    support::paused_with_watchdog(FOREVER_LIMIT, || async {
+        let handle = time::Handle::current();
+        let far = tokio_far_future();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut scheduled = Vec::new();
+        for delay in [
+            Duration::MAX,
+            Duration::MAX - ms(1),
+            Duration::from_millis(u64::MAX),
+        ] {
+            let tx = tx.clone();
+            let s = handle
+                .schedule(delay, move || tx.send(Instant::now()).unwrap())
+                .unwrap();
+            assert_eq!(s.deadline(), far, "{delay:?}");
+            scheduled.push(s);
+        }
+        if let Some(beyond) = Instant::now().checked_add(Duration::from_secs(u64::MAX / 4)) {
+            let tx = tx.clone();
+            let s = handle
+                .schedule_at(beyond, move || tx.send(Instant::now()).unwrap())
+                .unwrap();
+            assert_eq!(s.deadline(), far);
+            scheduled.push(s);
+        }
+        drop(tx);
+        assert_eq!(handle.pending(), scheduled.len());
+        tokio::time::advance(far - Instant::now() - ms(1)).await;
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "a callback ran early");
+        // Waits (auto-advance) for every callback to run.
+        let mut ran = 0;
+        while let Some(at) = rx.recv().await {
+            at_most_late(at, far);
+            ran += 1;
+        }
+        assert_eq!(ran, scheduled.len());
+        assert_eq!(handle.pending(), 0);
+    });
+}

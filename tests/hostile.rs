@@ -2,11 +2,11 @@
 //!
 //! | input | outcome |
 //! | --- | --- |
-//! | `sleep(Duration::MAX)`, a deadline `Instant` cannot represent, or one past the timer's last tick | never completes, not counted by `pending()` |
-//! | `schedule` with such a delay | `Ok`; counted by `pending()` until cancelled or handed back by shutdown; never runs |
+//! | `sleep(Duration::MAX)`, a deadline `Instant` cannot represent, or one past the timer's last tick | clamped to about 30 years from now, as tokio does (`deadline()` says so); counted by `pending()`; completes there (paused auto-advance reaches it), never before |
+//! | `schedule` with such a delay | `Ok`, clamped the same way; counted by `pending()`; runs at the clamped deadline unless cancelled or handed back by shutdown |
 //! | `sleep(Duration::ZERO)`, a past deadline | ready on the first poll |
-//! | `Instant` near its maximum | as a far deadline: never completes; `reset` to a near one works |
-//! | `interval` with a huge or `Duration::MAX` period | first tick at once, no further tick, no overflow panic |
+//! | `Instant` near its maximum | clamped as above; `reset` to a near one works |
+//! | `interval` with a huge or `Duration::MAX` period | first tick at once, the next one at the clamped far future, no overflow panic |
 //! | runtime shut down with a million timers pending | no hang, no panic; `schedule` then returns `Err(Shutdown)` |
 //! | a waker that drops sleeps (its own, others) | no deadlock, no panic |
 //! | `Timer` dropped while handles and sleeps live | polling a sleep panics naming the cause; `reset` does not; `schedule` returns `Err(Shutdown)` |
@@ -54,16 +54,24 @@ fn poll_once(sleep: &mut Sleep) -> Poll<()> {
 
 const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// Where tokio clamps a deadline it cannot represent: `now + 30 years`.
+fn tokio_far_future() -> Instant {
+    tokio::time::sleep(Duration::MAX).deadline()
+}
+
 #[tokio::test(start_paused = true)]
-async fn duration_max_never_completes_and_holds_no_slot() {
+async fn duration_max_is_clamped_counted_and_completes_there() {
     let handle = Handle::current();
+    let far = tokio_far_future();
     let mut sleep = spawn(handle.sleep(Duration::MAX));
+    assert_eq!(sleep.deadline(), far);
     assert!(sleep.poll().is_pending());
-    assert_eq!(handle.pending(), 0);
-    tokio::time::advance(100 * YEAR).await;
+    assert_eq!(handle.pending(), 1);
+    tokio::time::advance(far - Instant::now() - ms(1)).await;
+    assert!(!sleep.is_woken());
     assert!(sleep.poll().is_pending());
     assert!(!sleep.is_elapsed());
-    // A reset to an ordinary deadline brings it back.
+    // A reset to an ordinary deadline works.
     let soon = Instant::now() + ms(5);
     sleep.enter(|_, sleep| sleep.reset(soon));
     assert!(sleep.poll().is_pending());
@@ -71,6 +79,7 @@ async fn duration_max_never_completes_and_holds_no_slot() {
     tokio::time::advance(ms(5)).await;
     assert!(sleep.is_woken());
     assert!(sleep.poll().is_ready());
+    assert_eq!(handle.pending(), 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -102,10 +111,15 @@ async fn instant_near_its_maximum() {
     .into_iter()
     .flatten()
     {
+        let clamped = tokio_far_future();
         let mut sleep = spawn(handle.sleep_until(far));
         assert!(sleep.poll().is_pending());
-        assert_eq!(handle.pending(), 0, "past the timer's range: holds no slot");
-        assert_eq!(sleep.deadline(), far);
+        assert_eq!(
+            handle.pending(),
+            1,
+            "past the timer's range: clamped, counted"
+        );
+        assert_eq!(sleep.deadline(), clamped);
         tokio::time::advance(YEAR).await;
         assert!(sleep.poll().is_pending());
         let soon = Instant::now() + ms(1);
@@ -114,7 +128,7 @@ async fn instant_near_its_maximum() {
         tokio::time::advance(ms(1)).await;
         assert!(sleep.poll().is_ready());
     }
-    // A timeout with such a deadline never elapses, and passes its future on.
+    // A timeout with such a deadline passes a ready future on.
     if let Some(far) = now.checked_add(Duration::from_secs(u64::MAX / 4)) {
         assert_eq!(handle.timeout_at(far, async { 7 }).await, Ok(7));
     }
@@ -133,6 +147,8 @@ async fn intervals_with_huge_periods_do_not_overflow() {
         let start = Instant::now();
         let mut interval = handle.interval(period);
         assert_eq!(interval.tick().await, start, "the first tick is at once");
+        // The next tick is at `start + period`, or at the clamped far
+        // future (about 30 years) if that is past the timer's range.
         let mut second = spawn(interval.tick());
         assert!(second.poll().is_pending());
         tokio::time::advance(YEAR).await;
@@ -160,12 +176,13 @@ async fn intervals_with_huge_periods_do_not_overflow() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn schedule_with_huge_delays_never_runs_and_is_handed_back() {
+async fn schedule_with_huge_delays_runs_at_the_clamped_deadline() {
     let timer = Timer::new();
     let handle = timer.handle();
     let ran = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     let now = Instant::now();
+    let far = tokio_far_future();
     for delay in [
         Duration::MAX,
         Duration::from_secs(u64::MAX / 4),
@@ -190,20 +207,20 @@ async fn schedule_with_huge_delays_never_runs_and_is_handed_back() {
                 .unwrap(),
         );
     }
-    // Pinned: unlike a never-completing sleep, a never-running callback
-    // counts, until it is cancelled or handed back.
+    for task in &tasks {
+        assert_eq!(task.deadline(), far, "clamped as tokio clamps a sleep");
+    }
     assert_eq!(handle.pending(), tasks.len());
-    tokio::time::advance(100 * YEAR).await;
+    tokio::time::advance(far - Instant::now() - ms(1)).await;
     tokio::task::yield_now().await;
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
-    assert!(
-        tasks[0].cancel(),
-        "cancelling a never-due callback stops it"
-    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "ran before its deadline");
+    assert!(tasks[0].cancel(), "cancelling a far callback stops it");
     assert_eq!(handle.pending(), tasks.len() - 1);
-    let unfired = timer.shutdown();
-    assert_eq!(unfired.len(), tasks.len() - 1);
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    // The rest run at the clamped deadline.
+    tokio::time::sleep(ms(2)).await;
+    assert_eq!(ran.load(Ordering::SeqCst), tasks.len() - 1);
+    assert_eq!(handle.pending(), 0);
+    assert!(timer.shutdown().is_empty());
 }
 
 #[test]
@@ -420,11 +437,11 @@ async fn fractional_millisecond_tick_is_never_early_and_at_most_1ms_late() {
 }
 
 /// Decided outcome (2): a timer's range is `u64` ticks from its creation
-/// (~584 million years at 1 ms). A deadline past its last tick behaves like
-/// `Duration::MAX`: never fires, holds no slot (a sleep is not counted by
-/// `pending()`; a callback is, until cancelled or handed back).
+/// (~146 million years at the default 250 µs). A deadline past its last
+/// tick is clamped like `Duration::MAX`, to about 30 years from now, and
+/// then filed and counted like any other deadline.
 #[tokio::test(start_paused = true)]
-async fn deadline_past_the_last_tick_behaves_like_duration_max() {
+async fn deadline_past_the_last_tick_is_clamped_like_duration_max() {
     let timer = Timer::new();
     let handle = timer.handle();
     let origin = Instant::now();
@@ -440,13 +457,18 @@ async fn deadline_past_the_last_tick_behaves_like_duration_max() {
             continue;
         };
         tested += 1;
+        let far = tokio_far_future();
         let mut sleep = spawn(handle.sleep_until(deadline));
+        assert_eq!(sleep.deadline(), far);
         assert!(sleep.poll().is_pending());
-        assert_eq!(handle.pending(), 0, "a sleep past the range holds no slot");
+        assert_eq!(handle.pending(), 1, "a sleep past the range is counted");
         tokio::time::advance(YEAR).await;
         assert!(sleep.poll().is_pending());
+        drop(sleep);
+        assert_eq!(handle.pending(), 0);
 
         let scheduled = handle.schedule_at(deadline, || panic!("ran")).unwrap();
+        assert_eq!(scheduled.deadline(), tokio_far_future());
         assert_eq!(handle.pending(), 1, "a callback past the range counts");
         assert!(scheduled.cancel());
         assert_eq!(handle.pending(), 0);
@@ -455,8 +477,9 @@ async fn deadline_past_the_last_tick_behaves_like_duration_max() {
         tested > 0,
         "Instant cannot represent any deadline past the range here"
     );
-    // Within the range, far out: an ordinary, counted deadline.
+    // Within the range, far out: an ordinary deadline, kept as it is.
     let mut within = spawn(handle.sleep_until(origin + 500 * YEAR));
+    assert_eq!(within.deadline(), origin + 500 * YEAR);
     assert!(within.poll().is_pending());
     assert_eq!(handle.pending(), 1);
 }
@@ -489,9 +512,9 @@ async fn a_reset_after_an_idle_stretch_files_against_the_present() {
     let timer = Timer::builder().tick(ms(1)).wheel_size(2).build();
     let handle = timer.handle();
     let mut fired = spawn(handle.sleep(ms(1)));
-    let mut never = spawn(handle.sleep(Duration::MAX));
+    // Not polled, so not registered yet.
+    let mut unpolled = spawn(handle.sleep(Duration::from_secs(3600)));
     assert!(fired.poll().is_pending());
-    assert!(never.poll().is_pending());
     tokio::time::advance(ms(1)).await;
     assert!(fired.poll().is_ready());
     tokio::time::advance(ms(65_691)).await;
@@ -499,9 +522,9 @@ async fn a_reset_after_an_idle_stretch_files_against_the_present() {
     // The locked path of a reset: the sleep has fired.
     fired.enter(|_, sleep| sleep.reset(now + ms(1)));
     // Registered on its next poll, with its deadline passed.
-    never.enter(|_, sleep| sleep.reset(now));
+    unpolled.enter(|_, sleep| sleep.reset(now));
     assert!(
-        never.poll().is_ready(),
+        unpolled.poll().is_ready(),
         "a passed deadline must be ready at once"
     );
     assert!(fired.poll().is_pending(), "fired early");

@@ -24,10 +24,13 @@ enum Op {
     Drop(usize),
     /// Advance the paused clock.
     Advance(u64),
-    /// A sleep whose deadline never comes: `Duration::MAX`, or an `Instant`
-    /// past the timer's range. Such a sleep is never registered, so a reset
-    /// registers it on its next poll, when the wheel may lag the clock.
-    NewNever(u8),
+    /// A sleep with a "forever" deadline: `Duration::MAX`, or an `Instant`
+    /// past the timer's range. It is clamped to 30 years from now, and
+    /// must then behave as any other sleep with that deadline.
+    NewFar(u8),
+    /// A sleep this many ms from now that is not polled until it is reset:
+    /// the reset's next poll registers it, when the wheel may lag the clock.
+    NewLazy(u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -37,14 +40,18 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (any::<usize>(), -500i64..20_000).prop_map(|(i, d)| Op::Reset(i, d)),
         1 => any::<usize>().prop_map(Op::Drop),
         4 => prop_oneof![0u64..30, 0u64..2_000, 0u64..6_000_000].prop_map(Op::Advance),
-        1 => any::<u8>().prop_map(Op::NewNever),
+        1 => any::<u8>().prop_map(Op::NewFar),
+        1 => delay.prop_map(Op::NewLazy),
     ]
 }
 
-/// A deadline that never comes, chosen by `k`: `Duration::MAX` (`None`), or
+/// What tokio clamps a deadline it cannot represent to.
+const THIRTY_YEARS: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// A "forever" deadline, chosen by `k`: `Duration::MAX` (`None`), or
 /// an `Instant` past the timer's range (`u64` ticks), up to the largest
 /// `now + 2^i s` that `Instant` can represent.
-fn never_deadline(now: Instant, k: u8) -> Option<Instant> {
+fn far_deadline(now: Instant, k: u8) -> Option<Instant> {
     if k % 3 == 0 {
         return None;
     }
@@ -61,9 +68,8 @@ struct Live {
     /// Whether the last poll returned `Pending` (so a wake is owed when due).
     waiting: bool,
     done: bool,
-    /// Its deadline never comes (until it is reset): it never completes and
-    /// is not counted by `pending()`.
-    never: bool,
+    /// Not polled (so not registered) until it is reset.
+    lazy: bool,
 }
 
 /// The instant the model says a deadline fires at.
@@ -95,16 +101,26 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     sleep: spawn(handle.sleep(Duration::from_millis(ms))),
                     waiting: false,
                     done: false,
-                    never: false,
+                    lazy: false,
                 }),
-                Op::NewNever(k) => live.push(Live {
-                    sleep: spawn(match never_deadline(now, k) {
+                Op::NewFar(k) => {
+                    let sleep = match far_deadline(now, k) {
                         Some(deadline) => handle.sleep_until(deadline),
                         None => handle.sleep(Duration::MAX),
-                    }),
+                    };
+                    prop_assert_eq!(sleep.deadline(), now + THIRTY_YEARS);
+                    live.push(Live {
+                        sleep: spawn(sleep),
+                        waiting: false,
+                        done: false,
+                        lazy: false,
+                    });
+                }
+                Op::NewLazy(ms) => live.push(Live {
+                    sleep: spawn(handle.sleep(Duration::from_millis(ms))),
                     waiting: false,
                     done: false,
-                    never: true,
+                    lazy: true,
                 }),
                 Op::Reset(i, ms) if !live.is_empty() => {
                     let n = live.len();
@@ -117,7 +133,7 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     };
                     entry.sleep.enter(|_, sleep| sleep.reset(deadline));
                     entry.done = false;
-                    entry.never = false;
+                    entry.lazy = false;
                 }
                 Op::Drop(i) if !live.is_empty() => {
                     let n = live.len();
@@ -127,8 +143,7 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                     tokio::time::advance(Duration::from_millis(ms)).await;
                     let now = Instant::now();
                     for entry in &live {
-                        let due =
-                            !entry.never && fires_at(origin, tick, entry.sleep.deadline()) <= now;
+                        let due = fires_at(origin, tick, entry.sleep.deadline()) <= now;
                         if entry.waiting {
                             prop_assert_eq!(
                                 entry.sleep.is_woken(),
@@ -147,8 +162,8 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
             // Poll every live sleep; each must be ready exactly when due.
             let now = Instant::now();
             let mut registered = 0;
-            for entry in &mut live {
-                let due = !entry.never && fires_at(origin, tick, entry.sleep.deadline()) <= now;
+            for entry in live.iter_mut().filter(|entry| !entry.lazy) {
+                let due = fires_at(origin, tick, entry.sleep.deadline()) <= now;
                 let ready = entry.sleep.poll().is_ready();
                 prop_assert_eq!(
                     ready,
@@ -162,7 +177,7 @@ fn run(tick_ms: u64, wheel_size: usize, ops: Vec<Op>) -> Result<(), TestCaseErro
                 prop_assert_eq!(entry.sleep.is_elapsed(), due);
                 entry.waiting = !ready;
                 entry.done |= ready;
-                registered += usize::from(!ready && !entry.never);
+                registered += usize::from(!ready);
             }
             prop_assert_eq!(handle.pending(), registered);
         }
@@ -225,7 +240,14 @@ fn add(
     result: Result<tiered_timer::Scheduled, tiered_timer::Error>,
 ) {
     let scheduled = result.expect("no capacity limit, not shut down");
-    let deadline = deadline.unwrap_or(scheduled.deadline());
+    // Past the timer's range (u64 ticks of 1 ms at the least: 584 million
+    // years; the far deadlines here are billions of years out, or
+    // overflow), a deadline is clamped to 30 years from now.
+    let deadline = match deadline {
+        Some(deadline) if deadline < now + 1_000_000 * THIRTY_YEARS => deadline,
+        _ => now + THIRTY_YEARS,
+    };
+    assert_eq!(scheduled.deadline(), deadline);
     callbacks.push(Callback {
         scheduled,
         deadline,
@@ -376,22 +398,34 @@ async fn extreme_deadlines_through_the_model() {
     let handle = timer.handle();
     let now = Instant::now();
     let far = now.checked_add(Duration::from_secs(u64::MAX / 4));
-    let mut never = spawn(handle.sleep(Duration::MAX));
+    let mut forever = spawn(handle.sleep(Duration::MAX));
     let mut far_sleep = far.map(|far| spawn(handle.sleep_until(far)));
     let mut near = spawn(handle.sleep(Duration::from_millis(3)));
     let mut edge = spawn(handle.sleep(Duration::from_millis(u64::MAX / 2)));
-    assert!(never.poll().is_pending());
+    // `forever` and `far` are clamped; `edge` (within 2^64 ticks) is not.
+    assert_eq!(forever.deadline(), now + THIRTY_YEARS);
+    if let Some(far) = far_sleep.as_ref() {
+        assert_eq!(far.deadline(), now + THIRTY_YEARS);
+    }
+    assert_eq!(edge.deadline(), now + Duration::from_millis(u64::MAX / 2));
+    assert!(forever.poll().is_pending());
     if let Some(far) = far_sleep.as_mut() {
         assert!(far.poll().is_pending());
     }
     assert!(near.poll().is_pending());
     assert!(edge.poll().is_pending());
-    // `never` and `far` hold no slot; `edge` (within 2^64 ticks) does.
-    assert_eq!(handle.pending(), 2);
+    let clamped = 1 + usize::from(far_sleep.is_some());
+    assert_eq!(handle.pending(), clamped + 2);
     tokio::time::advance(Duration::from_millis(3)).await;
     assert!(near.poll().is_ready());
-    tokio::time::advance(Duration::from_secs(3600 * 24 * 365)).await;
-    assert!(never.poll().is_pending());
+    tokio::time::advance(THIRTY_YEARS - Duration::from_millis(4)).await;
+    assert!(forever.poll().is_pending());
+    assert_eq!(handle.pending(), clamped + 1);
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert!(forever.poll().is_ready());
+    if let Some(far) = far_sleep.as_mut() {
+        assert!(far.poll().is_ready());
+    }
     assert!(edge.poll().is_pending());
     assert_eq!(handle.pending(), 1);
 }

@@ -195,13 +195,23 @@ async fn many_resets_later_then_fire_once() {
     assert_elapsed!(now, 260);
 }
 
+/// As with tokio: `Duration::MAX` is clamped to 30 years from now, and
+/// fires there (not before), so paused time reaches it.
 #[tokio::test(start_paused = true)]
-async fn duration_max_never_fires() {
+async fn duration_max_fires_at_the_clamped_deadline() {
+    let start = Instant::now();
+    let thirty_years = Duration::from_secs(86_400 * 365 * 30);
     let mut sleep = task::spawn(sleep(Duration::MAX));
+    assert_eq!(sleep.deadline(), start + thirty_years);
+    assert_eq!(sleep.deadline(), time::sleep(Duration::MAX).deadline());
     assert_pending!(sleep.poll());
-    time::advance(Duration::from_secs(86_400 * 365 * 100)).await;
+    time::advance(thirty_years - ms(1)).await;
     assert!(!sleep.is_woken());
     assert_pending!(sleep.poll());
+    time::advance(ms(1)).await;
+    assert!(sleep.is_woken());
+    assert_ready!(sleep.poll());
+    assert_elapsed!(start, thirty_years.as_millis() as u64);
 }
 
 #[tokio::test(start_paused = true)]

@@ -66,15 +66,23 @@ async fn timeout_await_elapses_exactly() {
     assert_elapsed!(now, 250);
 }
 
+/// As with tokio: a `Duration::MAX` timeout is a deadline 30 years away;
+/// a value that comes before then wins, and paused time can reach it.
 #[tokio::test(start_paused = true)]
-async fn duration_max_timeout_never_elapses() {
+async fn duration_max_timeout_elapses_only_after_thirty_years() {
+    let thirty_years = Duration::from_secs(86_400 * 365 * 30);
     let (tx, rx) = oneshot::channel();
     let mut fut = task::spawn(timeout(Duration::MAX, rx));
     assert_pending!(fut.poll());
-    time::advance(Duration::from_secs(86_400 * 365 * 50)).await;
+    time::advance(thirty_years - Duration::from_millis(1)).await;
     assert_pending!(fut.poll());
     tx.send(5).unwrap();
     assert_eq!(assert_ready_ok!(fut.poll()).unwrap(), 5);
+
+    let (_tx, rx) = oneshot::channel::<()>();
+    let start = Instant::now();
+    assert!(timeout(Duration::MAX, rx).await.is_err());
+    assert_eq!(start.elapsed(), thirty_years);
 }
 
 #[tokio::test(start_paused = true)]

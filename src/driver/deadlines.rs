@@ -22,7 +22,7 @@
 
 use crate::sync::{AtomicU64, OnceLock, Ordering};
 
-use super::ticks::NEVER;
+use super::ticks::MAX_TICK;
 
 /// The entry fired: its waker has been taken and woken.
 pub(crate) const FIRED: u64 = u64::MAX;
@@ -61,8 +61,9 @@ impl DeadlineTable {
     pub(crate) fn ensure(&self, key: usize) {
         let (chunk, _) = locate(key);
         self.chunks[chunk].get_or_init(|| {
+            // Not an ordinary tick until the key's first `set`.
             (0..FIRST_CHUNK << chunk)
-                .map(|_| AtomicU64::new(NEVER))
+                .map(|_| AtomicU64::new(FIRED))
                 .collect()
         });
     }
@@ -97,11 +98,11 @@ impl DeadlineTable {
     /// filed, matters: the driver may have re-filed the entry at the wanted
     /// one since.)
     pub(crate) fn try_extend(&self, key: usize, tick: u64) -> bool {
-        debug_assert!(tick < NEVER);
+        debug_assert!(tick <= MAX_TICK);
         let word = self.word(key);
         let mut current = word.load(Ordering::Acquire);
         loop {
-            if current >= NEVER || tick < current {
+            if current > MAX_TICK || tick < current {
                 return false;
             }
             if tick == current {
@@ -122,7 +123,10 @@ impl DeadlineTable {
         let word = self.word(key);
         let mut current = word.load(Ordering::Acquire);
         loop {
-            debug_assert!(current < NEVER, "a filed entry has an ordinary deadline");
+            debug_assert!(
+                current <= MAX_TICK,
+                "a filed entry has an ordinary deadline"
+            );
             if current > now {
                 return Due::Later(current);
             }

@@ -70,7 +70,7 @@ use crate::Instant;
 
 use self::deadlines::{DeadlineTable, Due, FIRED, SHUTDOWN};
 use self::jobs::{Job, ReadyQueue, Task, CANCELLED, EXPIRED, PENDING, UNFIRED};
-use self::ticks::{Ticks, NEVER};
+use self::ticks::{Ticks, MAX_TICK};
 
 /// Most entries fired by the waker tokio calls, before it hands the rest to
 /// the driver task.
@@ -104,7 +104,7 @@ fn unpack(key: EntryKey) -> (usize, Key) {
 /// The outcome of asking the timer to file a sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Filing {
-    /// Filed (or parked, for a deadline that never comes) under `key`.
+    /// Filed under `key`.
     Filed { key: EntryKey },
     /// Its deadline has already been reached.
     Elapsed,
@@ -164,7 +164,7 @@ struct State {
     /// registration has made an earlier one since.
     next: Option<u64>,
     /// Sleeps whose word is an ordinary tick (registered, and neither
-    /// fired, removed, nor moved to a deadline that never comes), plus
+    /// fired nor removed), plus
     /// callbacks that have neither run nor been cancelled.
     pending: usize,
     /// Entries fired: sleeps woken and callbacks found due.
@@ -432,8 +432,7 @@ impl Shared {
 
     /// Files entry `key` again, at `tick`: the locked path of a reset (to an
     /// earlier deadline, or after the entry fired). `now` is the current
-    /// tick, read by the caller from the timer's clock (`None` for a
-    /// deadline that never comes, which needs no reading); if the deadline
+    /// tick, read by the caller from the timer's clock; if the deadline
     /// has been reached the entry is settled as fired.
     /// An entry that fired lost its waker; `waker` (the one its owner last
     /// registered) takes its place. After shutdown the entry is marked so
@@ -442,7 +441,7 @@ impl Shared {
         &self,
         entry: EntryKey,
         tick: u64,
-        now: Option<u64>,
+        now: u64,
         waker: Option<&Waker>,
     ) -> Filing {
         let (shard, key) = self.shard_of(entry);
@@ -459,25 +458,17 @@ impl Shared {
             None
         };
         // Counted as pending: entries that want an ordinary tick.
-        state.pending -= usize::from(before < NEVER);
-        let due_now = now.is_some_and(|now| tick <= now);
-        let filing = if due_now || tick <= state.wheel.elapsed() {
+        state.pending -= usize::from(before <= MAX_TICK);
+        let filing = if tick <= now || tick <= state.wheel.elapsed() {
             state.wheel.unfile(key);
             shard.deadlines.set(key, FIRED);
             drop(state);
             Filing::Elapsed
-        } else if tick >= NEVER {
-            state.wheel.unfile(key);
-            shard.deadlines.set(key, NEVER);
-            drop(state);
-            Filing::Filed { key: entry }
         } else {
             state.pending += 1;
             // As in `register`: file it against the present, so that the
             // wheel does not lag the clock after an idle stretch.
-            if let Some(now) = now {
-                state.wheel.catch_up(now);
-            }
+            state.wheel.catch_up(now);
             let due_at = state.wheel.reset(key, tick);
             shard.deadlines.set(key, tick);
             let tell = note_due_at(&mut state, due_at);
@@ -512,7 +503,7 @@ impl Shared {
     pub(crate) fn deregister(&self, entry: EntryKey) {
         let (shard, key) = self.shard_of(entry);
         let mut state = lock(&shard.state);
-        if !state.shutdown && shard.deadlines.get(key) < NEVER {
+        if !state.shutdown && shard.deadlines.get(key) <= MAX_TICK {
             state.pending -= 1;
         }
         let slot = state.wheel.remove(key);
@@ -521,8 +512,7 @@ impl Shared {
     }
 
     /// Schedules `run` to run on the driver task at `deadline` (`tick` in
-    /// ticks; `NEVER` keeps it until it is cancelled or handed back by
-    /// shutdown). Callbacks live in shard 0.
+    /// ticks). Callbacks live in shard 0.
     pub(crate) fn schedule(
         self: &Arc<Self>,
         deadline: Instant,
@@ -531,8 +521,7 @@ impl Shared {
     ) -> Result<Arc<Task>, Error> {
         // Read the clock before taking the lock: a deadline already passed
         // runs on the driver's next turn even if the driver lags the clock.
-        let now = (tick < NEVER).then(|| self.now_tick());
-        let due_now = now.is_some_and(|now| tick <= now);
+        let now = self.now_tick();
         // Sleeps in other shards count towards the capacity too. They are
         // never refused, so a count taken just before is as good as any;
         // callbacks, all in shard 0, are counted under its lock. Without a
@@ -562,19 +551,15 @@ impl Shared {
         ));
         let job = Job { task: task.clone() };
         let mut tell = None;
-        if due_now || tick <= state.wheel.elapsed() {
+        if tick <= now || tick <= state.wheel.elapsed() {
             task.set_state(EXPIRED);
             state.ready.push(job);
             drop(state);
             self.wake_driver();
             return Ok(task);
-        } else if tick >= NEVER {
-            state.wheel.insert_unfiled(NEVER, Slot::Job(job));
         } else {
             // As in `register`: file it against the present.
-            if let Some(now) = now {
-                state.wheel.catch_up(now);
-            }
+            state.wheel.catch_up(now);
             let (key, due_at) = state.wheel.insert(tick, Slot::Job(job));
             debug_assert_eq!(key, task.key);
             shard.deadlines.ensure(key);
@@ -938,8 +923,8 @@ impl Shared {
                 .store(next.unwrap_or(u64::MAX), Ordering::Relaxed);
             next
         };
-        let Some(at) = next.and_then(|tick| self.ticks.instant_of(tick)) else {
-            // Nothing is due, ever: a registration will wake the driver.
+        let Some(at) = next.map(|tick| self.ticks.instant_of(tick)) else {
+            // Nothing is due: a registration will wake the driver.
             let old = arm.sleep.take();
             arm.until = None;
             drop(arm);

@@ -3,15 +3,22 @@
 //! This is where the never-early rule is made exact: a deadline is rounded
 //! *up* to the next tick boundary and the current time *down*, so
 //! `now_tick(now) >= deadline_tick(deadline)` implies `now >= deadline`.
+//!
+//! A timer serves deadlines up to its last tick, [`Ticks::last`] (with the
+//! default 250 µs tick, about 146 million years out). A deadline past it,
+//! or one `Instant` cannot represent, is first clamped to the far future
+//! ([`Ticks::clamp`]), as tokio does, and the clamped instant is what the
+//! caller reports as its deadline: so it is filed like any other, and
+//! still never fires before the deadline it reports.
 
 use std::time::Duration;
 
+use crate::timer::far_future;
 use crate::Instant;
 
-/// Ticks at or above this are "never": the entry is not filed at all.
-/// (With a 1 ms tick this is over 500 million years away; with the default
-/// 250 µs, over 140 million.)
-pub(crate) const NEVER: u64 = u64::MAX - 2;
+/// The largest tick a deadline word can hold: the words above it are the
+/// markers `FIRED` and `SHUTDOWN` (see `deadlines`).
+pub(crate) const MAX_TICK: u64 = u64::MAX - 2;
 
 /// The timer's time base: tick `t` is the instant `origin + t * tick`.
 #[derive(Debug, Clone, Copy)]
@@ -20,6 +27,11 @@ pub(crate) struct Ticks {
     tick_ns: u64,
     /// `u64::MAX / tick_ns`: dividing by a multiplication (see [`Ticks::div`]).
     reciprocal: u64,
+    /// The last tick served: the latest one up to [`MAX_TICK`] whose
+    /// instant `Instant` can represent.
+    last_tick: u64,
+    /// The instant of `last_tick`.
+    last: Instant,
 }
 
 impl Ticks {
@@ -28,10 +40,47 @@ impl Ticks {
     pub(crate) fn new(origin: Instant, tick: Duration) -> Ticks {
         let tick_ns = u64::try_from(tick.as_nanos()).expect("tick checked by the builder");
         assert!(tick_ns > 0, "tick checked by the builder");
-        Ticks {
+        let mut ticks = Ticks {
             origin,
             tick_ns,
             reciprocal: u64::MAX / tick_ns,
+            last_tick: 0,
+            last: origin,
+        };
+        // Whether a tick's instant is representable is monotone in the
+        // tick, and tick 0 (the origin) is: search for the last one.
+        let (mut lo, mut hi) = (0, MAX_TICK);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if ticks.checked_instant_of(mid).is_some() {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        ticks.last_tick = lo;
+        ticks.last = ticks.checked_instant_of(lo).expect("found representable");
+        ticks
+    }
+
+    /// The last instant the timer serves: a deadline up to it is filed as
+    /// it is; a later one must be [clamped](Ticks::clamp) first.
+    pub(crate) fn last(&self) -> Instant {
+        self.last
+    }
+
+    /// The deadline to use for `deadline` (`None`: `Instant` cannot
+    /// represent it): itself if the timer serves it, otherwise the far
+    /// future (about 30 years after `now()`, as tokio clamps), or the last
+    /// instant the timer serves if that is sooner. `now` is read only then.
+    pub(crate) fn clamp(
+        &self,
+        deadline: Option<Instant>,
+        now: impl FnOnce() -> Instant,
+    ) -> Instant {
+        match deadline {
+            Some(deadline) if deadline <= self.last => deadline,
+            _ => far_future(now()).min(self.last),
         }
     }
 
@@ -52,8 +101,10 @@ impl Ticks {
         (quotient, rem)
     }
 
-    /// The first tick boundary at or after `deadline`; `NEVER` if that is
-    /// out of range. Deadlines before the origin map to tick 0 (due at once).
+    /// The first tick boundary at or after `deadline`. Deadlines before the
+    /// origin map to tick 0 (due at once); those after [`Ticks::last`] to
+    /// the last tick, which would be early: callers [clamp](Ticks::clamp)
+    /// them first.
     pub(crate) fn deadline_tick(&self, deadline: Instant) -> u64 {
         let Some(since) = deadline.checked_duration_since(self.origin) else {
             return 0;
@@ -67,24 +118,31 @@ impl Ticks {
             }
             Err(_) => since.as_nanos().div_ceil(u128::from(self.tick_ns)),
         };
-        u64::try_from(ticks).map_or(NEVER, |t| t.min(NEVER))
+        u64::try_from(ticks).map_or(self.last_tick, |t| t.min(self.last_tick))
     }
 
-    /// The last tick boundary at or before `now`.
+    /// The last tick boundary at or before `now` (at most the last tick).
     pub(crate) fn now_tick(&self, now: Instant) -> u64 {
         let since = now.saturating_duration_since(self.origin);
         let ticks = match u64::try_from(since.as_nanos()) {
             Ok(nanos) => u128::from(self.div(nanos).0),
             Err(_) => since.as_nanos() / u128::from(self.tick_ns),
         };
-        u64::try_from(ticks).map_or(NEVER - 1, |t| t.min(NEVER - 1))
+        u64::try_from(ticks).map_or(self.last_tick, |t| t.min(self.last_tick))
+    }
+
+    /// The instant of tick boundary `tick`; of the last tick for a later
+    /// one (never filed: deadlines are clamped to the last tick).
+    pub(crate) fn instant_of(&self, tick: u64) -> Instant {
+        if tick >= self.last_tick {
+            return self.last;
+        }
+        self.checked_instant_of(tick)
+            .expect("ticks up to the last one are representable")
     }
 
     /// The instant of tick boundary `tick`, if `Instant` can represent it.
-    pub(crate) fn instant_of(&self, tick: u64) -> Option<Instant> {
-        if tick >= NEVER {
-            return None;
-        }
+    fn checked_instant_of(&self, tick: u64) -> Option<Instant> {
         let nanos = u128::from(tick) * u128::from(self.tick_ns);
         let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
         let offset = Duration::new(secs, (nanos % 1_000_000_000) as u32);
@@ -107,7 +165,7 @@ mod tests {
         assert_eq!(ticks.deadline_tick(at(11)), 2);
         assert_eq!(ticks.now_tick(at(19)), 1);
         assert_eq!(ticks.now_tick(at(20)), 2);
-        assert_eq!(ticks.instant_of(2), Some(at(20)));
+        assert_eq!(ticks.instant_of(2), at(20));
         // Before the origin: due at once.
         assert_eq!(ticks.deadline_tick(origin - Duration::from_secs(1)), 0);
         assert_eq!(ticks.now_tick(origin - Duration::from_secs(1)), 0);
@@ -120,7 +178,7 @@ mod tests {
         for offset in (0..10_000_000u64).step_by(99_991) {
             let deadline = origin + Duration::from_nanos(offset);
             let tick = ticks.deadline_tick(deadline);
-            let fires_at = ticks.instant_of(tick).unwrap();
+            let fires_at = ticks.instant_of(tick);
             assert!(fires_at >= deadline, "tick {tick} fires before {offset} ns");
             assert!(fires_at - deadline < Duration::from_micros(1_500));
             assert_eq!(ticks.now_tick(fires_at), tick);
@@ -164,11 +222,44 @@ mod tests {
     }
 
     #[test]
-    fn far_future_is_never() {
+    fn deadlines_past_the_last_tick_clamp_to_the_far_future() {
         let origin = Instant::now();
         let ticks = Ticks::new(origin, Duration::from_nanos(1));
+        // u64 nanoseconds: about 584 years.
+        let last = ticks.last();
+        assert_eq!(last, origin + Duration::from_nanos(MAX_TICK));
+        assert_eq!(ticks.deadline_tick(last), MAX_TICK);
+        assert_eq!(ticks.instant_of(MAX_TICK), last);
+        let thirty_years = Duration::from_secs(86_400 * 365 * 30);
+        let now = origin + Duration::from_secs(1);
+        let clock = || now;
+        // Within range: kept.
+        assert_eq!(ticks.clamp(Some(last), clock), last);
+        let soon = origin + Duration::from_secs(5);
+        assert_eq!(ticks.clamp(Some(soon), || unreachable!()), soon);
+        // Past it, or not representable: the far future, which is served.
         let far = origin + Duration::from_secs(u64::MAX / 1_000_000_000 + 10);
-        assert_eq!(ticks.deadline_tick(far), NEVER);
-        assert_eq!(ticks.instant_of(NEVER), None);
+        assert_eq!(ticks.clamp(Some(far), clock), now + thirty_years);
+        assert_eq!(ticks.clamp(None, clock), now + thirty_years);
+        let clamped = ticks.deadline_tick(now + thirty_years);
+        assert!(ticks.instant_of(clamped) >= now + thirty_years);
+        // Within 30 years of the end of the range: the last instant served.
+        let late = last - Duration::from_secs(86_400);
+        assert_eq!(ticks.clamp(None, || late), last);
+        // The clock saturates at the last tick too.
+        assert_eq!(ticks.now_tick(far), MAX_TICK);
+    }
+
+    #[test]
+    fn a_coarse_tick_is_served_up_to_the_last_representable_instant() {
+        let origin = Instant::now();
+        // u64::MAX ticks of u64::MAX ns overflow `Instant`: the last tick
+        // served is the last whose instant it can represent.
+        let ticks = Ticks::new(origin, Duration::from_nanos(u64::MAX));
+        let last = ticks.last();
+        assert!(last > origin);
+        assert!(ticks.deadline_tick(last) < MAX_TICK);
+        assert_eq!(ticks.instant_of(ticks.deadline_tick(last)), last);
+        assert!(last.checked_add(Duration::from_nanos(u64::MAX)).is_none());
     }
 }

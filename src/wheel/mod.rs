@@ -223,7 +223,7 @@ impl<T> Wheel<T> {
     }
 
     /// Adds an entry due at `deadline` without filing it: it will not come
-    /// due until it is reset (for entries whose deadline never comes).
+    /// due until it is reset (for an entry its owner files later).
     ///
     /// # Panics
     ///

@@ -31,3 +31,43 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or_default()
 }
+
+/// Runs `case` on a current-thread runtime with paused time (auto-advance
+/// on), on its own thread; fails if it panics or has not finished within
+/// `limit` of real time. A paused test that waits for something the clock
+/// never reaches hangs forever: this turns that into a failure.
+pub fn paused_with_watchdog<F, Fut>(limit: Duration, case: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    with_watchdog(limit, true, case);
+}
+
+/// As [`paused_with_watchdog`], on a runtime that starts paused or not.
+pub fn with_watchdog<F, Fut>(limit: Duration, start_paused: bool, case: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(start_paused)
+            .build()
+            .unwrap();
+        runtime.block_on(case());
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(()) => worker.join().unwrap(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            let panic = worker.join().unwrap_err();
+            panic!("the case panicked: {}", panic_message(&*panic));
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the case hung for {limit:?} of real time (paused clock never reached it)")
+        }
+    }
+}
