@@ -75,6 +75,12 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 
     /// Returns a future that completes once [`now`](Clock::now) has reached
     /// `deadline`.
+    ///
+    /// A panic here (tokio's clock on a runtime built without its time
+    /// driver, for instance) reports the location of the call that built
+    /// the timer (`Timer::new`, or the first `sleep` on a runtime), since
+    /// the method is `#[track_caller]`.
+    #[track_caller]
     fn sleep_until(&self, deadline: Instant) -> ClockSleep;
 }
 
@@ -103,6 +109,7 @@ impl Clock for TokioClock {
         Instant::now()
     }
 
+    #[track_caller]
     fn sleep_until(&self, deadline: Instant) -> ClockSleep {
         crate::rt::sleep_until(deadline)
     }

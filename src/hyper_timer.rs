@@ -48,7 +48,8 @@ impl HyperTimer {
     ///
     /// # Panics
     ///
-    /// Outside a tokio runtime.
+    /// Outside a tokio runtime, or on one built without its time driver
+    /// (`enable_time`). The panic reports the caller's location.
     ///
     /// # Examples
     ///

@@ -20,7 +20,9 @@ const MISSED_AFTER: Duration = Duration::from_millis(5);
 ///
 /// # Panics
 ///
-/// If `period` is zero, or outside a tokio runtime.
+/// If `period` is zero, outside a tokio runtime, or on one built without
+/// its time driver (`enable_time`). The panic reports the caller's
+/// location.
 ///
 /// # Examples
 ///
@@ -46,7 +48,9 @@ pub fn interval(period: Duration) -> Interval {
 ///
 /// # Panics
 ///
-/// If `period` is zero, or outside a tokio runtime.
+/// If `period` is zero, outside a tokio runtime, or on one built without
+/// its time driver (`enable_time`). The panic reports the caller's
+/// location.
 ///
 /// # Examples
 ///

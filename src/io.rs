@@ -326,7 +326,8 @@ impl<S> TimeoutStream<S> {
     ///
     /// # Panics
     ///
-    /// Outside a tokio runtime.
+    /// Outside a tokio runtime, or on one built without its time driver
+    /// (`enable_time`). The panic reports the caller's location.
     ///
     /// # Examples
     ///

@@ -104,6 +104,12 @@ pub(crate) struct EnterGuard<'a> {
 }
 
 /// tokio's sleep until `deadline`, for [`TokioClock`](crate::clock::TokioClock).
+///
+/// # Panics
+///
+/// On a runtime without tokio's time driver, at the caller's location, as
+/// tokio's does (each public path to it is `#[track_caller]`).
+#[track_caller]
 pub(crate) fn sleep_until(deadline: Instant) -> crate::clock::ClockSleep {
     #[cfg(not(loom))]
     {

@@ -27,7 +27,8 @@ use crate::{Handle, Instant};
 ///
 /// # Panics
 ///
-/// Outside a tokio runtime.
+/// Outside a tokio runtime, or on one built without its time driver
+/// (`enable_time`). The panic reports the caller's location.
 ///
 /// # Examples
 ///
@@ -59,7 +60,8 @@ pub fn sleep(duration: Duration) -> Sleep {
 ///
 /// # Panics
 ///
-/// Outside a tokio runtime.
+/// Outside a tokio runtime, or on one built without its time driver
+/// (`enable_time`). The panic reports the caller's location.
 ///
 /// # Examples
 ///

@@ -25,7 +25,8 @@ use crate::{Handle, Instant, Sleep};
 ///
 /// # Panics
 ///
-/// Outside a tokio runtime.
+/// Outside a tokio runtime, or on one built without its time driver
+/// (`enable_time`). The panic reports the caller's location.
 ///
 /// # Examples
 ///
@@ -52,7 +53,8 @@ pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
 ///
 /// # Panics
 ///
-/// Outside a tokio runtime.
+/// Outside a tokio runtime, or on one built without its time driver
+/// (`enable_time`). The panic reports the caller's location.
 ///
 /// # Examples
 ///

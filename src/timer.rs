@@ -94,7 +94,8 @@ impl Timer {
     ///
     /// # Panics
     ///
-    /// Outside a tokio runtime.
+    /// Outside a tokio runtime, or on one built without its time driver
+    /// (`enable_time`). The panic reports the caller's location.
     ///
     /// # Examples
     ///
@@ -317,7 +318,9 @@ impl Builder {
     /// # Panics
     ///
     /// If the tick is under 1 µs or over `u64::MAX` nanoseconds, if the wheel
-    /// size is outside 2..=2^20, or if called outside a tokio runtime.
+    /// size is outside 2..=2^20, or if called outside a tokio runtime or on
+    /// one built without its time driver (`enable_time`) while the clock is
+    /// tokio's. The panic reports the caller's location.
     ///
     /// # Examples
     ///
@@ -393,7 +396,8 @@ impl Handle {
     ///
     /// # Panics
     ///
-    /// Outside a tokio runtime.
+    /// Outside a tokio runtime, or on one built without its time driver
+    /// (`enable_time`). The panic reports the caller's location.
     ///
     /// # Examples
     ///

@@ -245,6 +245,12 @@ pub(crate) struct Shared {
 impl Shared {
     /// Creates a timer's state and its driver future, which the caller must
     /// spawn on a runtime.
+    ///
+    /// # Panics
+    ///
+    /// If the clock cannot make a sleep (tokio's, on a runtime without its
+    /// time driver), at the caller's location.
+    #[track_caller]
     pub(crate) fn new(
         config: Config,
         clock: Arc<dyn Clock>,

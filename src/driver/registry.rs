@@ -30,7 +30,8 @@ thread_local! {
 ///
 /// # Panics
 ///
-/// Outside a tokio runtime.
+/// Outside a tokio runtime, or on one built without its time driver
+/// (`enable_time`). The panic reports the caller's location.
 #[track_caller]
 pub(crate) fn current() -> Handle {
     let runtime = match Runtime::try_current() {
@@ -58,6 +59,7 @@ pub(crate) fn current() -> Handle {
     handle
 }
 
+#[track_caller]
 fn find_or_start(runtime: &Runtime, id: RuntimeId) -> Handle {
     let mut defaults = DEFAULTS
         .lock()
