@@ -87,6 +87,18 @@
 //!   instant. tokio keeps such a deadline and fires it at the end of its
 //!   own range, before it; this crate never fires before the deadline it
 //!   reports. Callbacks ([`Handle::schedule`]) are clamped alike.
+//! * Durations the timer can serve are kept exactly: tokio caps `sleep`'s
+//!   duration, [`Interval::reset_after`]'s and an interval's period at 30
+//!   years (`sleep(100 years)` completes after 30); here nothing completes
+//!   before the duration asked for. A next interval tick that overflows
+//!   `Instant` is the far future, 30 years on, as tokio's schedule would
+//!   have it, though [`Interval::period`] stays what was given.
+//! * `timeout(Duration::MAX, f)` has a deadline 30 years away, like a
+//!   sleep's; tokio (1.54) sets none, so a paused test awaiting a future
+//!   that never completes under it hangs there and ends here.
+//! * [`error::Error`] is this crate's own (returned by
+//!   [`Handle::schedule`]). `pause`, `resume` and `advance` are not
+//!   re-exported: tokio's own drive this timer.
 //!
 //! # Never early
 //!
@@ -154,3 +166,9 @@ pub mod __fuzz {
 /// A measurement of a monotonically nondecreasing clock: tokio's, so that
 /// paused time applies.
 pub use crate::rt::Instant;
+
+/// std's `Duration`, re-exported as `tokio::time` does, so that
+/// `use tiered_timer::{sleep, Duration, Instant}` replaces
+/// `use tokio::time::{sleep, Duration, Instant}`.
+#[doc(no_inline)]
+pub use std::time::Duration;

@@ -1,6 +1,6 @@
 //! [`Timeout`]: a future with a deadline.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -11,6 +11,8 @@ use crate::error::Elapsed;
 use crate::{Handle, Instant, Sleep};
 
 /// Requires `future` to complete before `duration` has elapsed.
+///
+/// `future` is anything [`IntoFuture`], as with tokio.
 ///
 /// If the future completes first, its output is returned in `Ok`; otherwise
 /// the result is `Err(Elapsed)` and the future is dropped (cancelled). The
@@ -43,7 +45,7 @@ use crate::{Handle, Instant, Sleep};
 /// # }
 /// ```
 #[track_caller]
-pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
+pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     Handle::current().timeout(duration, future)
 }
 
@@ -69,7 +71,7 @@ pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
 /// # }
 /// ```
 #[track_caller]
-pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
+pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
     Handle::current().timeout_at(deadline, future)
 }
 

@@ -1,7 +1,7 @@
 //! Explicit timer instances: [`Timer`], its [`Builder`] and its [`Handle`].
 
 use std::fmt;
-use std::future::Future;
+use std::future::IntoFuture;
 use std::time::Duration;
 
 use crate::clock::{Clock, TokioClock};
@@ -473,8 +473,8 @@ impl Handle {
     /// assert_eq!(value, Ok(7));
     /// # }
     /// ```
-    pub fn timeout<F: Future>(&self, duration: Duration, future: F) -> Timeout<F> {
-        Timeout::new(future, self.sleep(duration))
+    pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep(duration))
     }
 
     /// Requires `future` to complete before `deadline`, on this timer. See
@@ -494,8 +494,12 @@ impl Handle {
     /// assert!(result.is_err());
     /// # }
     /// ```
-    pub fn timeout_at<F: Future>(&self, deadline: Instant, future: F) -> Timeout<F> {
-        Timeout::new(future, self.sleep_until(deadline))
+    pub fn timeout_at<F: IntoFuture>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep_until(deadline))
     }
 
     /// Creates an [`Interval`] on this timer whose first tick completes at

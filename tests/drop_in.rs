@@ -289,3 +289,151 @@ fn forever_callbacks_run_at_the_clamped_deadline_and_not_before() {
         assert_eq!(handle.pending(), 0);
     });
 }
+
+// ----- The rest of tokio::time's surface, checked one by one -----------------
+
+/// `tokio::time::Duration` is std's; so is ours, so the import line is the
+/// only change.
+#[test]
+fn duration_is_reexported_as_tokio_does() {
+    fn takes_std(d: std::time::Duration) -> std::time::Duration {
+        d
+    }
+    let ours: time::Duration = time::Duration::from_millis(3);
+    let tokios: tokio::time::Duration = ours;
+    assert_eq!(takes_std(tokios), ms(3));
+}
+
+/// tokio's `timeout` and `timeout_at` take any `IntoFuture`, not only a
+/// `Future`.
+#[tokio::test(start_paused = true)]
+async fn timeout_accepts_into_future() {
+    struct Request(u8);
+    impl std::future::IntoFuture for Request {
+        type Output = u8;
+        type IntoFuture = std::future::Ready<u8>;
+        fn into_future(self) -> Self::IntoFuture {
+            std::future::ready(self.0)
+        }
+    }
+    assert_eq!(time::timeout(ms(5), Request(1)).await, Ok(1));
+    assert_eq!(
+        time::timeout_at(Instant::now() + ms(5), Request(2)).await,
+        Ok(2)
+    );
+    let handle = time::Handle::current();
+    assert_eq!(handle.timeout(ms(5), Request(3)).await, Ok(3));
+    assert_eq!(
+        handle.timeout_at(Instant::now() + ms(5), Request(4)).await,
+        Ok(4)
+    );
+    let t: time::Timeout<std::future::Ready<u8>> = time::timeout(ms(5), Request(5));
+    assert_eq!(t.into_inner().await, 5);
+}
+
+/// The auto traits and derives tokio's types have (ours are also `Unpin`).
+#[test]
+fn types_have_tokios_traits() {
+    fn send_sync_unpin_debug<T: Send + Sync + Unpin + std::fmt::Debug>() {}
+    fn send_sync<T: Send + Sync>() {}
+    fn value_type<T: std::fmt::Debug + Clone + Copy + PartialEq + Eq + Default>() {}
+    fn error<T: std::error::Error + Send + Sync + PartialEq + Eq + 'static>() {}
+    send_sync_unpin_debug::<time::Sleep>();
+    send_sync_unpin_debug::<time::Interval>();
+    send_sync_unpin_debug::<time::Timeout<std::future::Ready<u8>>>();
+    send_sync::<time::Timeout<tokio::sync::oneshot::Receiver<u8>>>();
+    value_type::<MissedTickBehavior>();
+    error::<time::error::Elapsed>();
+    // As tokio's: `?` turns it into an `io::Error` of kind `TimedOut`.
+    fn convert(e: time::error::Elapsed) -> std::io::Error {
+        e.into()
+    }
+    let _ = convert;
+}
+
+/// As tokio's: a future that is ready when first polled wins whatever the
+/// duration, zero or already passed; a pending one against a zero or past
+/// deadline is `Err` on the first poll.
+#[tokio::test(start_paused = true)]
+async fn timeout_with_zero_or_past_deadlines() {
+    use tokio_test::{assert_pending, assert_ready_err, assert_ready_ok, task};
+    assert_eq!(time::timeout(Duration::ZERO, async { 1 }).await, Ok(1));
+    let past = Instant::now() - ms(1);
+    assert_eq!(time::timeout_at(past, async { 2 }).await, Ok(2));
+    let mut zero = task::spawn(time::timeout(Duration::ZERO, std::future::pending::<()>()));
+    assert_ready_err!(zero.poll());
+    let mut passed = task::spawn(time::timeout_at(past, std::future::pending::<()>()));
+    assert_ready_err!(passed.poll());
+    // `sleep(0)` is ready on its first poll, and `Sleep` reports it.
+    let mut now = task::spawn(time::sleep(Duration::ZERO));
+    assert!(!now.is_elapsed(), "not elapsed before a poll, as tokio's");
+    assert!(now.poll().is_ready());
+    assert!(now.is_elapsed());
+    // A ready value beats a deadline that passed while it was pending.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut guarded = task::spawn(time::timeout(ms(10), rx));
+    assert_pending!(guarded.poll());
+    tokio::time::advance(ms(20)).await;
+    tx.send(7).unwrap();
+    assert_eq!(assert_ready_ok!(guarded.poll()), Ok(7));
+}
+
+/// Difference (deliberate): tokio caps `sleep`'s duration, `reset_after`'s
+/// and an interval's period at 30 years (tokio's `safe_delay`), so
+/// `sleep(100 years)` completes after 30. Here any duration the timer can
+/// serve is kept exactly, so nothing completes before the duration asked
+/// for; only what it cannot serve is clamped (see above).
+#[tokio::test(start_paused = true)]
+async fn long_durations_are_kept_where_tokio_caps_them_at_30_years() {
+    let year = Duration::from_secs(86_400 * 365);
+    let start = Instant::now();
+    assert_eq!(tokio::time::sleep(100 * year).deadline(), start + 30 * year);
+    assert_eq!(tokio::time::interval(100 * year).period(), 30 * year);
+
+    let sleep = time::sleep(100 * year);
+    assert_eq!(sleep.deadline(), start + 100 * year);
+    sleep.await;
+    assert_eq!(Instant::now(), start + 100 * year);
+
+    let interval = time::interval(100 * year);
+    assert_eq!(interval.period(), 100 * year);
+    let mut interval = interval;
+    interval.tick().await;
+    interval.reset_after(100 * year);
+    let at = Instant::now();
+    assert_eq!(interval.tick().await, at + 100 * year);
+}
+
+/// Difference (deliberate): tokio 1.54's `timeout(Duration::MAX, f)` sets
+/// no deadline at all, so a paused test awaiting it with a future that
+/// never completes hangs; here it is clamped like a sleep, so the test ends
+/// (`forever_timeouts_elapse_at_the_clamped_deadline` above), and the
+/// deadline counts in `pending()`.
+#[tokio::test(start_paused = true)]
+async fn duration_max_timeout_is_a_counted_far_deadline() {
+    use tokio_test::{assert_pending, task};
+    let handle = time::Handle::current();
+    let mut guarded = task::spawn(time::timeout(Duration::MAX, std::future::pending::<()>()));
+    assert_pending!(guarded.poll());
+    assert_eq!(handle.pending(), 1);
+    drop(guarded);
+    assert_eq!(handle.pending(), 0);
+}
+
+/// Difference (deliberate): tokio's `interval(Duration::MAX)` ticks every
+/// 30 years (its period is capped); here the period stays `Duration::MAX`
+/// and each next tick, which overflows, is the far future from the tick
+/// before, which is the same schedule when ticks are taken on time.
+#[tokio::test(start_paused = true)]
+async fn duration_max_interval_ticks_every_30_years() {
+    let year = Duration::from_secs(86_400 * 365);
+    let start = Instant::now();
+    let mut ours = time::interval(Duration::MAX);
+    let mut tokios = tokio::time::interval(Duration::MAX);
+    assert_eq!(ours.period(), Duration::MAX);
+    assert_eq!(tokios.period(), 30 * year);
+    for n in 0..3 {
+        assert_eq!(ours.tick().await, start + n * 30 * year);
+        assert_eq!(tokios.tick().await, start + n * 30 * year);
+    }
+}

@@ -228,3 +228,50 @@ async fn huge_period_keeps_its_far_tick_pending() {
     drop(i);
     assert_eq!(handle.pending(), 0);
 }
+
+// ----- Scenarios of tokio's own tests/time_interval.rs -------------------------
+
+/// tokio's `reset_doesnt_panic_max_duration`.
+#[tokio::test]
+async fn reset_doesnt_panic_max_duration() {
+    let mut i = interval(Duration::MAX);
+    i.reset();
+}
+
+/// tokio's `reset_after_doesnt_panic_max_duration`.
+#[tokio::test]
+async fn reset_after_doesnt_panic_max_duration() {
+    let mut i = interval(ms(1));
+    i.reset_after(Duration::MAX);
+}
+
+/// tokio's `interval_doesnt_panic_max_duration_when_polling`.
+#[tokio::test(start_paused = true)]
+async fn interval_doesnt_panic_max_duration_when_polling() {
+    let mut i = task::spawn(interval(Duration::MAX));
+    assert!(poll_next(&mut i).is_ready());
+}
+
+/// tokio's `reset_at_bigger_than_interval`, with the same instants.
+#[tokio::test(start_paused = true)]
+async fn reset_at_bigger_than_interval() {
+    let start = Instant::now();
+    time::advance(ms(1)).await;
+    let mut i = task::spawn(interval_at(start, ms(300)));
+    assert_tick!(i, start, 0);
+    time::advance(ms(100)).await;
+    assert_pending!(poll_next(&mut i));
+    time::advance(ms(200)).await;
+    assert_tick!(i, start, 300);
+    time::advance(ms(100)).await;
+    assert_pending!(poll_next(&mut i));
+    i.enter(|_, mut i| i.reset_at(Instant::now() + Duration::from_millis(1000)));
+    for _ in 0..3 {
+        time::advance(ms(300)).await;
+        assert_pending!(poll_next(&mut i));
+    }
+    time::advance(ms(100)).await;
+    assert_tick!(i, start, 1401);
+    time::advance(ms(300)).await;
+    assert_tick!(i, start, 1701);
+}

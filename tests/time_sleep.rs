@@ -418,3 +418,78 @@ fn sleep_fits_in_48_bytes() {
         std::mem::size_of::<tiered_timer::Sleep>()
     );
 }
+
+// ----- Scenarios of tokio's own tests/time_sleep.rs ----------------------------
+
+/// tokio's `long_sleeps`: ten years under paused time, on time to the ms.
+#[tokio::test]
+async fn long_sleeps() {
+    time::pause();
+    let deadline = Instant::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    sleep_until(deadline).await;
+    assert!(Instant::now() >= deadline);
+    assert!(Instant::now() <= deadline + ms(1));
+}
+
+/// tokio's `multi_long_sleeps`: a year at a time, then ten.
+#[tokio::test]
+async fn multi_long_sleeps() {
+    time::pause();
+    for _ in 0..5u32 {
+        sleep(Duration::from_secs(365 * 24 * 3600)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    sleep_until(deadline).await;
+    assert!(Instant::now() >= deadline);
+}
+
+/// tokio's `greater_than_max`: five years, past tokio's old 2.2-year limit.
+#[tokio::test]
+async fn greater_than_max() {
+    time::pause();
+    sleep_until(Instant::now() + ms(5 * 365 * 24 * 60 * 60 * 1000)).await;
+}
+
+/// tokio's `short_sleeps`: a thousand zero sleeps.
+#[tokio::test]
+async fn short_sleeps() {
+    for _ in 0..1000 {
+        sleep(Duration::ZERO).await;
+    }
+}
+
+/// tokio's `issue_5183`: a huge sleep loses a biased select to a 1 ns one.
+#[tokio::test]
+async fn issue_5183() {
+    time::pause();
+    let big = Duration::from_secs(u64::MAX / 10);
+    tokio::select! {
+        biased;
+        _ = sleep(big) => panic!("the huge sleep completed first"),
+        _ = sleep(Duration::from_nanos(1)) => {}
+    }
+}
+
+/// tokio's `exactly_max` and `no_out_of_bounds_close_to_max`.
+#[tokio::test]
+async fn exactly_max_and_close_to_it() {
+    time::pause();
+    sleep(Duration::MAX).await;
+    sleep(Duration::MAX - ms(1)).await;
+}
+
+/// tokio's `reset_after_firing`: a fired sleep stays ready, and a reset
+/// moves its deadline and makes it pending again.
+#[tokio::test]
+async fn reset_after_firing() {
+    let mut timer = Box::pin(sleep(ms(1)));
+    let deadline = timer.deadline();
+    timer.as_mut().await;
+    assert!(poll_once(&mut timer).is_ready());
+    timer
+        .as_mut()
+        .reset(Instant::now() + Duration::from_secs(600));
+    assert_ne!(deadline, timer.deadline());
+    assert!(poll_once(&mut timer).is_pending());
+    assert!(poll_once(&mut timer).is_pending());
+}
