@@ -275,3 +275,115 @@ async fn reset_at_bigger_than_interval() {
     time::advance(ms(300)).await;
     assert_tick!(i, start, 1701);
 }
+
+// ----- Side by side with tokio's own Interval ----------------------------------
+
+/// What to do to both intervals before the clock moves on.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Advance the paused clock by this many ms, then take every tick that
+    /// is ready.
+    Advance(u64),
+    Reset,
+    ResetImmediately,
+    ResetAfter(u64),
+    /// `reset_at(now + ms)`.
+    ResetAt(u64),
+}
+
+/// Takes every ready tick (at most 1000), as offsets from `start`.
+fn drain<F: FnMut() -> Poll<Instant>>(start: Instant, mut poll: F) -> Vec<Duration> {
+    let mut ticks = Vec::new();
+    while let Poll::Ready(at) = poll() {
+        ticks.push(at - start);
+        assert!(ticks.len() < 1000, "an interval ticked without end");
+    }
+    ticks
+}
+
+/// Runs `steps` on our interval and on tokio's, on the same paused clock,
+/// and asserts that they tick at the same instants, step by step.
+async fn same_ticks_as_tokio(behavior: MissedTickBehavior, period: u64, steps: &[Step]) {
+    let tokio_behavior = match behavior {
+        MissedTickBehavior::Burst => time::MissedTickBehavior::Burst,
+        MissedTickBehavior::Delay => time::MissedTickBehavior::Delay,
+        MissedTickBehavior::Skip => time::MissedTickBehavior::Skip,
+    };
+    let start = Instant::now();
+    let mut ours = task::spawn(interval_at(start, ms(period)));
+    let mut theirs = task::spawn(time::interval_at(start, ms(period)));
+    ours.enter(|_, mut i| i.set_missed_tick_behavior(behavior));
+    theirs.enter(|_, mut i| i.set_missed_tick_behavior(tokio_behavior));
+    for (n, step) in steps.iter().enumerate() {
+        match *step {
+            Step::Advance(by) => time::advance(ms(by)).await,
+            Step::Reset => {
+                ours.enter(|_, mut i| i.reset());
+                theirs.enter(|_, mut i| i.reset());
+            }
+            Step::ResetImmediately => {
+                ours.enter(|_, mut i| i.reset_immediately());
+                theirs.enter(|_, mut i| i.reset_immediately());
+            }
+            Step::ResetAfter(after) => {
+                ours.enter(|_, mut i| i.reset_after(ms(after)));
+                theirs.enter(|_, mut i| i.reset_after(ms(after)));
+            }
+            Step::ResetAt(after) => {
+                let at = Instant::now() + ms(after);
+                ours.enter(|_, mut i| i.reset_at(at));
+                theirs.enter(|_, mut i| i.reset_at(at));
+            }
+        }
+        let ours_ticks = drain(start, || ours.enter(|cx, mut i| i.poll_tick(cx)));
+        let their_ticks = drain(start, || theirs.enter(|cx, mut i| i.poll_tick(cx)));
+        assert_eq!(
+            ours_ticks, their_ticks,
+            "{behavior:?}, period {period} ms, step {n} ({step:?}): ours vs tokio's"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticks_like_tokios_interval_for_every_behavior_and_reset() {
+    use Step::*;
+    // On time, slightly late (under 5 ms), late by several periods, resets
+    // of every kind, late again after a reset.
+    let steps = [
+        Advance(0),
+        Advance(10),
+        Advance(3),
+        Advance(7),
+        Advance(14),
+        Advance(36),
+        Advance(1),
+        Reset,
+        Advance(9),
+        Advance(1),
+        Advance(47),
+        ResetImmediately,
+        Advance(2),
+        ResetAfter(23),
+        Advance(22),
+        Advance(1),
+        Advance(100),
+        ResetAt(15),
+        Advance(15),
+        Advance(4),
+        Advance(6),
+        Advance(33),
+        Advance(10),
+    ];
+    for behavior in [
+        MissedTickBehavior::Burst,
+        MissedTickBehavior::Delay,
+        MissedTickBehavior::Skip,
+    ] {
+        for period in [10, 7, 1] {
+            // Unconstrained: a burst of catch-up ticks spends more of the
+            // task's cooperative budget than a turn allows, and both
+            // timers honour it (they would stop after 128 ticks between them).
+            tokio::task::unconstrained(same_ticks_as_tokio(behavior, period, &steps)).await;
+        }
+    }
+}
