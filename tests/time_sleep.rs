@@ -493,3 +493,74 @@ async fn reset_after_firing() {
     assert!(poll_once(&mut timer).is_pending());
     assert!(poll_once(&mut timer).is_pending());
 }
+
+// ----- Side by side with tokio's own Sleep -----------------------------------
+
+/// Random sleeps, resets (later, earlier, into the past, after firing),
+/// drops and advances, applied to our sleeps and to tokio's on the same
+/// paused clock. After every step each pair must agree on `poll`,
+/// `is_elapsed` and `deadline`. (Deadlines fall on whole milliseconds, so
+/// tokio's 1 ms grid and our 250 µs ticks name the same instants.)
+#[tokio::test(start_paused = true)]
+async fn sleeps_behave_like_tokios_sleeps() {
+    for seed in [0x9e37_79b9_7f4a_7c15_u64, 0xdead_beef_cafe_f00d, 7] {
+        tokio::task::unconstrained(side_by_side(seed)).await;
+    }
+}
+
+/// One of our sleeps and tokio's, created and reset alike.
+type Pair = (task::Spawn<Sleep>, task::Spawn<Pin<Box<time::Sleep>>>);
+
+async fn side_by_side(mut seed: u64) {
+    let mut next = move |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    let mut pairs: Vec<Pair> = Vec::new();
+    for step in 0..300 {
+        let op = next(10);
+        match op {
+            0..=2 => {
+                // Duration::MAX: both clamp it to now + 30 years.
+                let d = if next(10) == 0 {
+                    Duration::MAX
+                } else {
+                    ms(next(300))
+                };
+                pairs.push((task::spawn(sleep(d)), task::spawn(Box::pin(time::sleep(d)))));
+            }
+            3..=4 if !pairs.is_empty() => {
+                let i = next(pairs.len() as u64) as usize;
+                let now = Instant::now();
+                let at = match next(3) {
+                    0 => now.checked_sub(ms(next(50))).unwrap_or(now),
+                    _ => now + ms(next(300)),
+                };
+                let (ours, theirs) = &mut pairs[i];
+                ours.enter(|_, s| s.reset(at));
+                theirs.enter(|_, s| s.get_mut().as_mut().reset(at));
+            }
+            5 if !pairs.is_empty() => {
+                let i = next(pairs.len() as u64) as usize;
+                drop(pairs.swap_remove(i));
+            }
+            _ => time::advance(ms(next(120))).await,
+        }
+        for (n, (ours, theirs)) in pairs.iter_mut().enumerate() {
+            assert_eq!(ours.deadline(), theirs.deadline(), "step {step}, sleep {n}");
+            let ours_ready = ours.poll().is_ready();
+            let theirs_ready = theirs.poll().is_ready();
+            assert_eq!(
+                ours_ready, theirs_ready,
+                "step {step}, sleep {n}: ready, ours vs tokio's"
+            );
+            assert_eq!(
+                ours.is_elapsed(),
+                theirs.is_elapsed(),
+                "step {step}, sleep {n}: is_elapsed, ours vs tokio's"
+            );
+        }
+    }
+}
