@@ -384,7 +384,7 @@ async fn zero_times_out_on_the_first_poll_after_the_response() {
 #[should_panic(expected = "no timer running")]
 fn calling_outside_a_runtime_says_so() {
     let mut service = Timeout::new(never(), ms(100));
-    let _ = service.call(());
+    drop(service.call(()));
 }
 
 /// The switch: the same test bodies, written against tower's timeout,
