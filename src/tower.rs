@@ -3,12 +3,11 @@
 //! [`TimeoutLayer`] and [`Timeout`] behave as `tower::timeout`'s do: each
 //! request's response future races a deadline `timeout` after the request
 //! was made, and when the deadline comes first the response future is
-//! dropped and the error is tower's own
-//! [`Elapsed`], boxed into
-//! [`BoxError`]. Error handling written for tower's
-//! timeout (`err.is::<tower::timeout::error::Elapsed>()`, axum's
-//! `HandleErrorLayer`, tonic's conversion to a status) keeps working, so
-//! switching is a change of import:
+//! dropped and the error is tower's own [`Elapsed`], boxed into
+//! [`BoxError`]. Error handling written for tower's timeout
+//! (`err.is::<tower::timeout::error::Elapsed>()`, axum's `HandleErrorLayer`)
+//! keeps working, and a tonic or hyper server treats the error exactly as it
+//! treats tower's, so switching is a change of import:
 //!
 //! ```
 //! // use tower::timeout::TimeoutLayer;
@@ -30,8 +29,7 @@
 //!   that a timing wheel is best at;
 //! * nothing is allocated: the sleep lives inline in the response future
 //!   (48 bytes against tokio's larger, `!Unpin` one), and the boxed
-//!   [`Elapsed`] is zero-sized, as in
-//!   tower;
+//!   [`Elapsed`] is zero-sized, as in tower;
 //! * like every timer of this crate it never fires early: a request times
 //!   out at the first tick of the timer at or after its deadline.
 //!
@@ -228,9 +226,8 @@ impl<S, D: Clone> Layer<S> for TimeoutLayer<D> {
 /// Readiness is the inner service's ([`poll_ready`](Service::poll_ready)
 /// passes through, its error converted into [`BoxError`]). Each call returns
 /// a [`ResponseFuture`] that resolves to the inner response, the inner error
-/// converted into [`BoxError`], or tower's
-/// [`Elapsed`] boxed into [`BoxError`]
-/// when the deadline comes first.
+/// converted into [`BoxError`], or tower's [`Elapsed`] boxed into
+/// [`BoxError`] when the deadline comes first.
 ///
 /// # Panics
 ///
@@ -404,10 +401,10 @@ pin_project! {
     /// racing the request's deadline.
     ///
     /// Resolves to the response, the inner error converted into
-    /// [`BoxError`], or tower's [`Elapsed`]
-    /// boxed into [`BoxError`] if the deadline comes first (the inner
-    /// future is then dropped when this one is). The response is polled
-    /// first, so one that is ready never times out.
+    /// [`BoxError`], or tower's [`Elapsed`] boxed into [`BoxError`] if the
+    /// deadline comes first (the inner future is then dropped when this one
+    /// is). The response is polled first, so one that is ready never times
+    /// out.
     ///
     /// # Examples
     ///
