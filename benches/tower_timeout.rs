@@ -7,8 +7,11 @@
 //! request deadline. 1 000 tasks on a 2-worker runtime each make
 //! `REQUESTS` requests in turn (`ready`, `call`, await). A round times all
 //! the requests of one variant; the variants take turns, in a rotating
-//! order, for `ROUNDS` rounds, and the table reports medians. A timer's
-//! cost per request is its median minus the median of no timeout.
+//! order, for `ROUNDS` rounds, and the table reports medians of the wall
+//! time per request and of the process's CPU time (user + system) per
+//! request; the latter counts no time spent waiting for a core, so it moves
+//! less when the machine is shared. A timer's cost per request is its
+//! median minus the median of no timeout.
 //!
 //! `cargo bench --bench tower_timeout --features tower`
 //! (`ROUNDS=31 cargo bench ...` for more rounds).
@@ -77,13 +80,31 @@ where
     }
 }
 
-/// Runs one round of `variant` on `rt`; returns the time per request.
-fn round(
-    rt: &tokio::runtime::Runtime,
-    variant: Variant,
-    handle: &tiered_timer::Handle,
-) -> Duration {
+/// CPU time (user + system) of the whole process so far.
+fn process_cpu() -> Duration {
+    // SAFETY: `getrusage` only writes into the struct we hand it.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
+        usage
+    };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Time per request of one round: wall clock and process CPU.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    wall: Duration,
+    cpu: Duration,
+}
+
+/// Runs one round of `variant` on `rt`.
+fn round(rt: &tokio::runtime::Runtime, variant: Variant, handle: &tiered_timer::Handle) -> Sample {
     let inner = service_fn(|()| PendingOnce(false));
+    let cpu = process_cpu();
     let start = Instant::now();
     rt.block_on(async {
         let tasks: Vec<_> = (0..TASKS)
@@ -104,16 +125,28 @@ fn round(
             task.await.unwrap();
         }
     });
-    start.elapsed() / (TASKS * REQUESTS) as u32
+    let requests = (TASKS * REQUESTS) as u32;
+    Sample {
+        wall: start.elapsed() / requests,
+        cpu: (process_cpu() - cpu) / requests,
+    }
 }
 
-fn median(samples: &mut [Duration]) -> Duration {
+/// The median of `samples`, in ns.
+fn median_ns(mut samples: Vec<Duration>) -> f64 {
     samples.sort();
-    samples[samples.len() / 2]
+    samples[samples.len() / 2].as_secs_f64() * 1e9
 }
 
-fn ns(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e9
+/// A timer's cost per request against no timeout (row 0), and its ratio to
+/// tower's (row 1), as table cells.
+fn cost_cells(medians: &[f64], row: usize) -> (String, String) {
+    if row == 0 {
+        return ("-".to_owned(), "-".to_owned());
+    }
+    let cost = medians[row] - medians[0];
+    let tower = medians[1] - medians[0];
+    (format!("{cost:.0}"), format!("{:.2}x", cost / tower))
 }
 
 fn main() {
@@ -140,48 +173,47 @@ fn main() {
     if let Ok(only) = std::env::var("ONLY") {
         let variant = Variant::ALL[only.parse::<usize>().expect("ONLY: a row number")];
         for _ in 0..rounds {
-            println!(
-                "{:<32} {:>8.0} ns/request",
-                variant.name(),
-                ns(round(&rt, variant, &handle))
-            );
+            let sample = round(&rt, variant, &handle);
+            println!("{:<32} {sample:?} per request", variant.name());
         }
         return;
     }
-    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); Variant::ALL.len()];
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); Variant::ALL.len()];
     for r in 0..rounds {
         for i in 0..Variant::ALL.len() {
             let which = (r + i) % Variant::ALL.len();
             samples[which].push(round(&rt, Variant::ALL[which], &handle));
         }
     }
-    let medians: Vec<Duration> = samples.iter_mut().map(|s| median(s)).collect();
-    let baseline = ns(medians[0]);
-    let tower_cost = ns(medians[1]) - baseline;
+    let medians = |of: fn(&Sample) -> Duration| -> Vec<f64> {
+        samples
+            .iter()
+            .map(|rounds| median_ns(rounds.iter().map(of).collect()))
+            .collect()
+    };
+    let wall = medians(|sample| sample.wall);
+    let cpu = medians(|sample| sample.cpu);
 
     println!(
         "{TASKS} tasks x {REQUESTS} requests on 2 workers, a {TIMEOUT:?} deadline armed \
-         then cancelled per request; medians of {rounds} rounds"
+         then cancelled per request; medians of {rounds} rounds, ns per request"
     );
     println!(
-        "{:<32} {:>12} {:>16} {:>14}",
-        "variant", "ns/request", "timer ns/req", "vs tower's"
+        "{:<30} {:>6} {:>11} {:>9} {:>6} {:>10} {:>9}",
+        "variant", "wall", "timer wall", "vs tower", "CPU", "timer CPU", "vs tower"
     );
-    for (variant, median) in Variant::ALL.iter().zip(&medians) {
-        let per_request = ns(*median);
-        let (cost, ratio) = match variant {
-            Variant::NoTimeout => ("-".to_owned(), "-".to_owned()),
-            _ => {
-                let cost = per_request - baseline;
-                (format!("{cost:.0}"), format!("{:.2}x", cost / tower_cost))
-            }
-        };
+    for (row, variant) in Variant::ALL.iter().enumerate() {
+        let (wall_cost, wall_ratio) = cost_cells(&wall, row);
+        let (cpu_cost, cpu_ratio) = cost_cells(&cpu, row);
         println!(
-            "{:<32} {:>12.0} {:>16} {:>14}",
+            "{:<30} {:>6.0} {:>11} {:>9} {:>6.0} {:>10} {:>9}",
             variant.name(),
-            per_request,
-            cost,
-            ratio
+            wall[row],
+            wall_cost,
+            wall_ratio,
+            cpu[row],
+            cpu_cost,
+            cpu_ratio
         );
     }
     assert_eq!(
