@@ -36,6 +36,9 @@
 //! * [`io::TimeoutStream`] guards network I/O with read, write and idle
 //!   timeouts and a deadline, re-armed without a lock on every event; with
 //!   the `hyper` feature, `HyperTimer` runs hyper's timers on this crate.
+//! * With the `tower` feature, `tower::TimeoutLayer` is tower's timeout
+//!   middleware on this timer: request deadlines for axum, tonic and hyper
+//!   services in one line.
 //! * The [`clock`] module makes the time source pluggable: tokio's clock by
 //!   default, or a [`ManualClock`](clock::ManualClock) for simulations.
 //!
@@ -137,6 +140,8 @@ mod stats;
 mod sync;
 mod timeout;
 mod timer;
+#[cfg(all(feature = "tower", not(loom)))]
+pub mod tower;
 mod wheel;
 
 #[cfg(loom)]
