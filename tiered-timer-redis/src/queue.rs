@@ -767,12 +767,17 @@ impl Inner {
     }
 }
 
-async fn with_timeout<T, E: Into<Error>>(
+/// Runs a Redis call within `timeout`. A timeout is [`Error::Timeout`]
+/// whether our timer or the `redis` crate's response timeout (set to the
+/// same value) noticed it first.
+async fn with_timeout<T>(
     timeout: Duration,
-    future: impl std::future::Future<Output = Result<T, E>>,
+    future: impl std::future::Future<Output = redis::RedisResult<T>>,
 ) -> Result<T, Error> {
     match tiered_timer::timeout(timeout, future).await {
-        Ok(result) => result.map_err(Into::into),
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) if error.is_timeout() => Err(Error::Timeout { after: timeout }),
+        Ok(Err(error)) => Err(Error::Redis(error)),
         Err(_) => Err(Error::Timeout { after: timeout }),
     }
 }
