@@ -27,15 +27,26 @@ const LEAD: Duration = Duration::from_millis(200);
 static RUN: AtomicU64 = AtomicU64::new(0);
 
 fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}-{}", std::process::id(), RUN.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        RUN.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
 }
 
 async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("stats").query_async(conn).await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(conn)
+        .await
+        .unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("total_commands_processed:"))
         .and_then(|n| n.trim().parse().ok())
@@ -43,11 +54,17 @@ async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {
 }
 
 async fn delete_queue(conn: &mut MultiplexedConnection, name: &str) {
-    let keys: Vec<String> = ["due", "leased", "dead", "payload", "attempt", "deadline", "token"]
-        .iter()
-        .map(|k| format!("ttr:{{{name}}}:{k}"))
-        .collect();
-    let _: () = redis::cmd("DEL").arg(&keys).query_async(conn).await.unwrap();
+    let keys: Vec<String> = [
+        "due", "leased", "dead", "payload", "attempt", "deadline", "token",
+    ]
+    .iter()
+    .map(|k| format!("ttr:{{{name}}}:{k}"))
+    .collect();
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(conn)
+        .await
+        .unwrap();
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -127,7 +144,10 @@ async fn schedule_throughput(url: &str, conn: &mut MultiplexedConnection, rows: 
     let n = 5_000u64;
     let start = Instant::now();
     for i in 0..n {
-        queue.schedule(Duration::from_secs(3600), format!("{i}")).await.unwrap();
+        queue
+            .schedule(Duration::from_secs(3600), format!("{i}"))
+            .await
+            .unwrap();
     }
     let ours_one = n as f64 / start.elapsed().as_secs_f64();
     let key = poller::key(&unique("bench"));
@@ -154,7 +174,9 @@ async fn schedule_throughput(url: &str, conn: &mut MultiplexedConnection, rows: 
     let start = Instant::now();
     for b in 0..n / batch {
         queue
-            .schedule_many((0..batch).map(|i| (Duration::from_secs(3600), format!("{}", b * batch + i))))
+            .schedule_many(
+                (0..batch).map(|i| (Duration::from_secs(3600), format!("{}", b * batch + i))),
+            )
             .await
             .unwrap();
     }
@@ -164,7 +186,11 @@ async fn schedule_throughput(url: &str, conn: &mut MultiplexedConnection, rows: 
         let mut pipe = redis::pipe();
         for i in 0..batch {
             let due = now_us() / 1000 + 3_600_000;
-            pipe.cmd("ZADD").arg(&key).arg(due).arg(poller::member(b * batch + i, due)).ignore();
+            pipe.cmd("ZADD")
+                .arg(&key)
+                .arg(due)
+                .arg(poller::member(b * batch + i, due))
+                .ignore();
         }
         let _: () = pipe.query_async(conn).await.unwrap();
     }
@@ -180,7 +206,11 @@ async fn schedule_throughput(url: &str, conn: &mut MultiplexedConnection, rows: 
 
 /// Schedules `rate` jobs/s for `seconds`, each due `LEAD` later, in batches
 /// every 10 ms; returns when all were scheduled.
-async fn produce(rate: u64, seconds: u64, mut batch_fn: impl FnMut(u64, u64) -> futures_batch::Batch) {
+async fn produce(
+    rate: u64,
+    seconds: u64,
+    mut batch_fn: impl FnMut(u64, u64) -> futures_batch::Batch,
+) {
     let per_tick = (rate / 100).max(1);
     let ticks = seconds * 100;
     let mut interval = tiered_timer::interval(Duration::from_millis(10));
@@ -211,13 +241,16 @@ async fn lateness_ours(url: &str, rate: u64, seconds: u64, workers: usize) -> (f
         let lateness = lateness.clone();
         let done = done.clone();
         handles.push(tokio::spawn(async move {
-            while done.load(Ordering::Relaxed) < total {
-                let job = match tokio::time::timeout(Duration::from_millis(500), queue.next()).await {
-                    Ok(job) => job.unwrap(),
-                    Err(_) => continue,
-                };
+            // Aborted once every job is in: a `next` cut short by a
+            // timeout could strand a claim until its lease runs out.
+            loop {
+                let job = queue.next().await.unwrap();
                 let at = now_us();
-                let due = job.deadline().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
+                let due = job
+                    .deadline()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_micros() as u64;
                 lateness.lock().unwrap().push(at.saturating_sub(due));
                 done.fetch_add(1, Ordering::Relaxed);
                 job.ack().await.unwrap();
@@ -259,7 +292,12 @@ async fn lateness_poller(url: &str, rate: u64, seconds: u64, workers: usize) -> 
     let mut handles = Vec::new();
     for _ in 0..workers {
         let conn = client.get_multiplexed_async_connection().await.unwrap();
-        handles.push(tokio::spawn(poller::work(conn, key.clone(), lateness.clone(), stop.clone())));
+        handles.push(tokio::spawn(poller::work(
+            conn,
+            key.clone(),
+            lateness.clone(),
+            stop.clone(),
+        )));
     }
     let producer = client.get_multiplexed_async_connection().await.unwrap();
     produce(rate, seconds, |first, n| {
@@ -269,7 +307,11 @@ async fn lateness_poller(url: &str, rate: u64, seconds: u64, workers: usize) -> 
             let mut pipe = redis::pipe();
             for i in first..first + n {
                 let due = (now_us() + LEAD.as_micros() as u64).div_ceil(1000);
-                pipe.cmd("ZADD").arg(&key).arg(due).arg(poller::member(i, due)).ignore();
+                pipe.cmd("ZADD")
+                    .arg(&key)
+                    .arg(due)
+                    .arg(poller::member(i, due))
+                    .ignore();
             }
             let _: () = pipe.query_async(&mut conn).await.unwrap();
         })
@@ -286,17 +328,29 @@ async fn lateness_poller(url: &str, rate: u64, seconds: u64, workers: usize) -> 
     let mut l = lateness.lock().unwrap().clone();
     l.sort_unstable();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("DEL").arg(&key).query_async(&mut conn).await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     (percentile(&l, 0.5), percentile(&l, 0.99), l.len())
 }
 
 /// Commands per second per worker while `jobs` jobs sit an hour out.
-async fn idle(url: &str, conn: &mut MultiplexedConnection, jobs: u64, workers: usize, rows: &mut Vec<Row>) {
+async fn idle(
+    url: &str,
+    conn: &mut MultiplexedConnection,
+    jobs: u64,
+    workers: usize,
+    rows: &mut Vec<Row>,
+) {
     let name = unique("bench");
     let queue = Queue::connect(url, &name).await.unwrap();
     for b in 0..jobs / 1000 {
         queue
-            .schedule_many((0..1000).map(|i| (Duration::from_secs(3600), format!("{}", b * 1000 + i))))
+            .schedule_many(
+                (0..1000).map(|i| (Duration::from_secs(3600), format!("{}", b * 1000 + i))),
+            )
             .await
             .unwrap();
     }
@@ -304,7 +358,11 @@ async fn idle(url: &str, conn: &mut MultiplexedConnection, jobs: u64, workers: u
     let mut pipe = redis::pipe();
     let due = now_us() / 1000 + 3_600_000;
     for i in 0..jobs {
-        pipe.cmd("ZADD").arg(&key).arg(due).arg(poller::member(i, due)).ignore();
+        pipe.cmd("ZADD")
+            .arg(&key)
+            .arg(due)
+            .arg(poller::member(i, due))
+            .ignore();
     }
     let _: () = pipe.query_async(conn).await.unwrap();
 
@@ -317,7 +375,9 @@ async fn idle(url: &str, conn: &mut MultiplexedConnection, jobs: u64, workers: u
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = commands_processed(conn).await;
     tokio::time::sleep(window).await;
-    let ours = (commands_processed(conn).await - before - 1) as f64 / window.as_secs_f64() / workers as f64;
+    let ours = (commands_processed(conn).await - before - 1) as f64
+        / window.as_secs_f64()
+        / workers as f64;
     for h in handles {
         h.abort();
     }
@@ -328,18 +388,27 @@ async fn idle(url: &str, conn: &mut MultiplexedConnection, jobs: u64, workers: u
     let mut handles = Vec::new();
     for _ in 0..workers {
         let c = client.get_multiplexed_async_connection().await.unwrap();
-        handles.push(tokio::spawn(poller::work(c, key.clone(), sink.clone(), stop.clone())));
+        handles.push(tokio::spawn(poller::work(
+            c,
+            key.clone(),
+            sink.clone(),
+            stop.clone(),
+        )));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = commands_processed(conn).await;
     tokio::time::sleep(window).await;
-    let theirs = (commands_processed(conn).await - before - 1) as f64 / window.as_secs_f64() / workers as f64;
+    let theirs = (commands_processed(conn).await - before - 1) as f64
+        / window.as_secs_f64()
+        / workers as f64;
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         h.abort();
     }
     rows.push(Row {
-        what: format!("idle Redis commands/s per worker ({workers} workers, {jobs} jobs an hour out)"),
+        what: format!(
+            "idle Redis commands/s per worker ({workers} workers, {jobs} jobs an hour out)"
+        ),
         ours: format!("{ours:.2}"),
         poller: format!("{theirs:.2}"),
     });
@@ -356,6 +425,9 @@ async fn main() {
     let started = Instant::now();
     let mut rows = Vec::new();
 
+    // Warm up (connections, script cache, allocator) before measuring.
+    lateness_ours(&url, 1_000, 1, 1).await;
+    lateness_poller(&url, 1_000, 1, 1).await;
     eprintln!("schedule throughput...");
     schedule_throughput(&url, &mut conn, &mut rows).await;
     for (rate, seconds) in [(1_000u64, 3u64), (10_000, 1)] {

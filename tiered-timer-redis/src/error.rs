@@ -81,7 +81,10 @@ impl fmt::Display for Error {
             Error::InvalidJobId { reason } => write!(f, "invalid job id: {reason}"),
             Error::InvalidConfig { reason } => write!(f, "invalid queue configuration: {reason}"),
             Error::PayloadTooLarge { len, limit } => {
-                write!(f, "payload of {len} bytes is over the limit of {limit} bytes")
+                write!(
+                    f,
+                    "payload of {len} bytes is over the limit of {limit} bytes"
+                )
             }
             Error::InvalidDeadline => f.write_str(
                 "due time cannot be represented (before 1970 or more than 2^52 ms from the epoch)",
@@ -91,7 +94,10 @@ impl fmt::Display for Error {
                 "the lease on job {id} ran out before this call; the job is delivered again"
             ),
             Error::Timeout { after } => {
-                write!(f, "Redis did not answer within the command timeout of {after:?}")
+                write!(
+                    f,
+                    "Redis did not answer within the command timeout of {after:?}"
+                )
             }
             Error::Redis(error) => write!(f, "Redis error: {error}"),
         }

@@ -145,7 +145,10 @@ impl Job {
     /// another worker); [`Error::Timeout`] or [`Error::Redis`] if Redis
     /// could not be reached.
     pub async fn ack(self) -> Result<(), Error> {
-        let done = self.inner.ack(self.partition, &self.id, &self.token).await?;
+        let done = self
+            .inner
+            .ack(self.partition, &self.id, &self.token)
+            .await?;
         if done {
             Ok(())
         } else {

@@ -658,7 +658,11 @@ impl Inner {
     pub(crate) async fn ack(&self, partition: u32, id: &JobId, token: &str) -> Result<bool, Error> {
         let keys = &self.partitions[partition as usize];
         let done: i64 = self
-            .eval(&scripts::ACK_SCRIPT, keys, vec![arg(id.as_str()), arg(token)])
+            .eval(
+                &scripts::ACK_SCRIPT,
+                keys,
+                vec![arg(id.as_str()), arg(token)],
+            )
             .await?;
         Ok(done == 1)
     }
@@ -725,7 +729,10 @@ impl Inner {
         let build = || {
             let mut pipe = redis::pipe();
             for args in &batches {
-                let cmd = pipe.cmd("EVALSHA").arg(script.get_hash()).arg(keys.ordered.len());
+                let cmd = pipe
+                    .cmd("EVALSHA")
+                    .arg(script.get_hash())
+                    .arg(keys.ordered.len());
                 for key in &keys.ordered {
                     cmd.arg(key);
                 }

@@ -61,7 +61,8 @@ async fn a_partitioned_queue_spreads_over_the_cluster_and_delivers_each_job_once
         let queue = connect().await.unwrap();
         workers.push(tokio::spawn(async move {
             let mut got = Vec::new();
-            while let Ok(Ok(job)) = tokio::time::timeout(Duration::from_secs(2), queue.next()).await {
+            while let Ok(Ok(job)) = tokio::time::timeout(Duration::from_secs(2), queue.next()).await
+            {
                 got.push(job.id().clone());
                 job.ack().await.unwrap();
             }
@@ -70,7 +71,12 @@ async fn a_partitioned_queue_spreads_over_the_cluster_and_delivers_each_job_once
     }
     let mut delivered = Vec::new();
     for worker in workers {
-        delivered.extend(tokio::time::timeout(WAIT * 2, worker).await.unwrap().unwrap());
+        delivered.extend(
+            tokio::time::timeout(WAIT * 2, worker)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
     }
     let unique: HashSet<JobId> = delivered.iter().cloned().collect();
     assert_eq!(unique.len(), delivered.len(), "a job was delivered twice");
@@ -87,7 +93,10 @@ async fn a_waiting_worker_is_woken_on_a_cluster() {
         .connect()
         .await
         .unwrap();
-    queue.schedule(Duration::from_secs(3600), b"later".to_vec()).await.unwrap();
+    queue
+        .schedule(Duration::from_secs(3600), b"later".to_vec())
+        .await
+        .unwrap();
     let worker = {
         let queue = queue.clone();
         tokio::spawn(async move { queue.next().await })
@@ -95,8 +104,15 @@ async fn a_waiting_worker_is_woken_on_a_cluster() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Published on whichever node holds its partition, heard on the
     // subscriber's node: cluster pub/sub is broadcast.
-    let soon = queue.schedule(Duration::from_millis(50), b"soon".to_vec()).await.unwrap();
-    let job = tokio::time::timeout(WAIT, worker).await.unwrap().unwrap().unwrap();
+    let soon = queue
+        .schedule(Duration::from_millis(50), b"soon".to_vec())
+        .await
+        .unwrap();
+    let job = tokio::time::timeout(WAIT, worker)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(job.id(), &soon);
     job.ack().await.unwrap();
 }

@@ -15,8 +15,14 @@ async fn jobs_survive_a_restart_of_every_worker() {
     let server = RedisServer::start();
     let builder = Queue::builder(&server.url(), "restart").lease(Duration::from_millis(300));
     let first = builder.clone().connect().await.unwrap();
-    let held = first.schedule(Duration::ZERO, b"held".to_vec()).await.unwrap();
-    let later = first.schedule(Duration::from_millis(200), b"later".to_vec()).await.unwrap();
+    let held = first
+        .schedule(Duration::ZERO, b"held".to_vec())
+        .await
+        .unwrap();
+    let later = first
+        .schedule(Duration::from_millis(200), b"later".to_vec())
+        .await
+        .unwrap();
     let job = first.next().await.unwrap();
     assert_eq!(job.id(), &held);
     // Every worker goes away, holding a job.
@@ -26,7 +32,10 @@ async fn jobs_survive_a_restart_of_every_worker() {
     let second = builder.connect().await.unwrap();
     let mut got = HashSet::new();
     for _ in 0..2 {
-        let job = tokio::time::timeout(WAIT, second.next()).await.unwrap().unwrap();
+        let job = tokio::time::timeout(WAIT, second.next())
+            .await
+            .unwrap()
+            .unwrap();
         got.insert(job.id().clone());
         job.ack().await.unwrap();
     }
@@ -52,7 +61,10 @@ async fn nothing_is_lost_when_redis_restarts_with_the_append_only_file() {
         );
     }
     // One job leased when Redis dies.
-    let leased = tokio::time::timeout(WAIT, queue.next()).await.unwrap().unwrap();
+    let leased = tokio::time::timeout(WAIT, queue.next())
+        .await
+        .unwrap()
+        .unwrap();
     let leased_id = leased.id().clone();
     std::mem::forget(leased);
 
@@ -61,10 +73,16 @@ async fn nothing_is_lost_when_redis_restarts_with_the_append_only_file() {
     server.restart();
 
     // The same Queue reconnects by itself and delivers every job.
-    eventually("the queue reconnects", WAIT, || async { queue.pending().await.is_ok() }).await;
+    eventually("the queue reconnects", WAIT, || async {
+        queue.pending().await.is_ok()
+    })
+    .await;
     let mut delivered = HashSet::new();
     while delivered.len() < ids.len() {
-        let job = tokio::time::timeout(WAIT, queue.next()).await.unwrap().unwrap();
+        let job = tokio::time::timeout(WAIT, queue.next())
+            .await
+            .unwrap()
+            .unwrap();
         if job.id() == &leased_id {
             assert_eq!(job.attempt(), 2, "the lease survived the restart");
         }
@@ -84,7 +102,10 @@ async fn calls_fail_within_the_command_timeout_while_redis_is_down_and_recover()
         .connect()
         .await
         .unwrap();
-    let id = queue.schedule(Duration::from_millis(300), b"x".to_vec()).await.unwrap();
+    let id = queue
+        .schedule(Duration::from_millis(300), b"x".to_vec())
+        .await
+        .unwrap();
     server.stop();
 
     // No hangs: every call returns an error. (The bound is generous; what
@@ -94,7 +115,10 @@ async fn calls_fail_within_the_command_timeout_while_redis_is_down_and_recover()
     assert!(queue.pending().await.is_err());
     assert!(queue.cancel(&id).await.is_err());
     assert!(queue.next().await.is_err());
-    assert!(started.elapsed() < Duration::from_secs(15), "calls hung while Redis was down");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "calls hung while Redis was down"
+    );
 
     // With a timeout that cannot be met, the error is a Timeout.
     let blocked = RedisServer::start();
@@ -110,13 +134,22 @@ async fn calls_fail_within_the_command_timeout_while_redis_is_down_and_recover()
     }
     assert!(slow.next().await.is_err());
     blocked.thaw();
-    eventually("a thawed server answers", WAIT, || async { slow.pending().await.is_ok() }).await;
+    eventually("a thawed server answers", WAIT, || async {
+        slow.pending().await.is_ok()
+    })
+    .await;
 
     server.restart();
     // Not persisted (appendonly no): the queue is empty, but works again.
-    eventually("the same Queue recovers", WAIT, || async { queue.pending().await.is_ok() }).await;
+    eventually("the same Queue recovers", WAIT, || async {
+        queue.pending().await.is_ok()
+    })
+    .await;
     let id = queue.schedule(Duration::ZERO, b"z".to_vec()).await.unwrap();
-    let job = tokio::time::timeout(WAIT, queue.next()).await.unwrap().unwrap();
+    let job = tokio::time::timeout(WAIT, queue.next())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(job.id(), &id);
     job.ack().await.unwrap();
 }

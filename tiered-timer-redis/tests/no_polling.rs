@@ -23,10 +23,23 @@ async fn idle_workers_send_almost_no_commands() {
 
     // Two waiting workers: one on this queue, one on its own connection.
     let other = Queue::connect(&server.url(), "idle").await.unwrap();
-    let workers = [queue.clone(), other.clone()].map(|q| tokio::spawn(async move { q.next().await }));
+    let workers =
+        [queue.clone(), other.clone()].map(|q| tokio::spawn(async move { q.next().await }));
 
-    // Let both make their first claim round and fall asleep.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Let both make their first claim round and fall asleep: wait until
+    // 300 ms pass with no command but our own INFO.
+    let settle = tokio::time::Instant::now() + WAIT;
+    loop {
+        let a = server.commands_processed();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if server.commands_processed() - a <= 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < settle,
+            "the workers never went quiet"
+        );
+    }
     let before = server.commands_processed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = server.commands_processed();
@@ -42,7 +55,10 @@ async fn idle_workers_send_almost_no_commands() {
 
     // Woken by pub/sub: a job due in 100 ms is delivered although both
     // workers were sleeping for an hour.
-    let soon = queue.schedule(Duration::from_millis(100), b"soon".to_vec()).await.unwrap();
+    let soon = queue
+        .schedule(Duration::from_millis(100), b"soon".to_vec())
+        .await
+        .unwrap();
     let mut delivered = None;
     tokio::time::timeout(WAIT, async {
         loop {
@@ -72,7 +88,10 @@ async fn idle_workers_send_almost_no_commands() {
 async fn a_lost_notification_costs_one_reread() {
     let server = RedisServer::start();
     let queue = Queue::connect(&server.url(), "lost").await.unwrap();
-    queue.schedule(Duration::from_secs(3600), b"later".to_vec()).await.unwrap();
+    queue
+        .schedule(Duration::from_secs(3600), b"later".to_vec())
+        .await
+        .unwrap();
     let worker = {
         let queue = queue.clone();
         tokio::spawn(async move { queue.next().await })
@@ -82,7 +101,10 @@ async fn a_lost_notification_costs_one_reread() {
     // is lost, and the worker is asleep for an hour.
     let killed = server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     assert_eq!(killed.trim(), "1", "one subscription per queue");
-    let soon = queue.schedule(Duration::ZERO, b"soon".to_vec()).await.unwrap();
+    let soon = queue
+        .schedule(Duration::ZERO, b"soon".to_vec())
+        .await
+        .unwrap();
     let job = tokio::time::timeout(WAIT, worker)
         .await
         .expect("the worker re-read after the subscription came back")
@@ -104,7 +126,10 @@ async fn a_waiting_worker_wakes_for_a_lease_that_runs_out() {
     let held = queue.next().await.unwrap();
     // Nothing else is due: the only wake-up is the lease's expiry, which
     // no message announces.
-    let job = tokio::time::timeout(WAIT, queue.next()).await.unwrap().unwrap();
+    let job = tokio::time::timeout(WAIT, queue.next())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(job.id(), &id);
     assert_eq!(job.attempt(), 2);
     drop(held);

@@ -34,7 +34,13 @@ fn libfaketime() -> &'static str {
 /// Runs `skewed_client` in a child process with its clock shifted.
 fn run_skewed(server: &RedisServer, shift: &str) -> String {
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "skewed_client", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "skewed_client",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("LD_PRELOAD", libfaketime())
         .env("FAKETIME", shift)
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
@@ -63,9 +69,15 @@ fn skew_of(stdout: &str) -> i64 {
 fn a_client_an_hour_ahead_or_behind_never_makes_a_job_early() {
     let server = RedisServer::start();
     let ahead = run_skewed(&server, "+1h");
-    assert!(skew_of(&ahead) >= 3500, "libfaketime did not shift the clock:\n{ahead}");
+    assert!(
+        skew_of(&ahead) >= 3500,
+        "libfaketime did not shift the clock:\n{ahead}"
+    );
     let behind = run_skewed(&server, "-1h");
-    assert!(skew_of(&behind) <= -3500, "libfaketime did not shift the clock:\n{behind}");
+    assert!(
+        skew_of(&behind) <= -3500,
+        "libfaketime did not shift the clock:\n{behind}"
+    );
 }
 
 async fn redis_now_ms(url: &str) -> u64 {
@@ -81,17 +93,27 @@ async fn redis_now_ms(url: &str) -> u64 {
 #[ignore = "run by a_client_an_hour_ahead_or_behind_never_makes_a_job_early in a child process"]
 async fn skewed_client() {
     let url = std::env::var("TTR_SKEWED_REDIS_URL").expect("run by the skewed-clock test");
-    let local_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    let local_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     let redis_ms = redis_now_ms(&url).await as i64;
     println!("SKEW {}", (local_ms - redis_ms) / 1000);
 
     let lease = Duration::from_secs(30);
-    let queue = Queue::builder(&url, "skewed").lease(lease).connect().await.unwrap();
+    let queue = Queue::builder(&url, "skewed")
+        .lease(lease)
+        .connect()
+        .await
+        .unwrap();
     let delays = [0u64, 200, 500];
     let mut expected = Vec::new();
     for delay in delays {
         let before = redis_now_ms(&url).await;
-        let id = queue.schedule(Duration::from_millis(delay), b"x".to_vec()).await.unwrap();
+        let id = queue
+            .schedule(Duration::from_millis(delay), b"x".to_vec())
+            .await
+            .unwrap();
         expected.push((id, before + delay));
     }
     let client = redis::Client::open(url.as_str()).unwrap();
@@ -109,8 +131,14 @@ async fn skewed_client() {
             .await
             .unwrap();
         let claimed_at = expiry - lease.as_millis() as u64;
-        println!("job {} due >= {earliest}, claimed at {claimed_at} (Redis ms)", job.id());
-        assert!(claimed_at >= *earliest, "claimed before it was due by Redis' clock");
+        println!(
+            "job {} due >= {earliest}, claimed at {claimed_at} (Redis ms)",
+            job.id()
+        );
+        assert!(
+            claimed_at >= *earliest,
+            "claimed before it was due by Redis' clock"
+        );
         job.ack().await.unwrap();
     }
 }

@@ -26,7 +26,14 @@ impl Redis {
         let dir = std::env::temp_dir().join(format!("ttr-example-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create a temporary directory");
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
             .args(["--appendonly", "no", "--dir"])
             .arg(&dir)
             .stdout(Stdio::null())

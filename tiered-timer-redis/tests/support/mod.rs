@@ -80,7 +80,10 @@ fn wait_ready(port: u16) {
                 return;
             }
         }
-        assert!(Instant::now() < deadline, "redis-server on port {port} did not start");
+        assert!(
+            Instant::now() < deadline,
+            "redis-server on port {port} did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -216,7 +219,10 @@ impl RedisCluster {
                 ])
             })
             .collect();
-        let addrs: Vec<String> = nodes.iter().map(|s| format!("127.0.0.1:{}", s.port)).collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
         let output = Command::new("redis-cli")
             .arg("--cluster")
             .arg("create")
@@ -236,7 +242,10 @@ impl RedisCluster {
                 if info.contains("cluster_state:ok") {
                     break;
                 }
-                assert!(Instant::now() < deadline, "cluster did not reach cluster_state:ok");
+                assert!(
+                    Instant::now() < deadline,
+                    "cluster did not reach cluster_state:ok"
+                );
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
@@ -260,7 +269,10 @@ where
         if condition().await {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
