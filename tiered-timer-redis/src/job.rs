@@ -144,6 +144,19 @@ impl Job {
     /// ack (the job is left as it is: due again, or already redelivered to
     /// another worker); [`Error::Timeout`] or [`Error::Redis`] if Redis
     /// could not be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let job = queue.next().await?;
+    /// // ... do the work ...
+    /// job.ack().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn ack(self) -> Result<(), Error> {
         let done = self
             .inner
@@ -167,6 +180,19 @@ impl Job {
     /// changed); [`Error::InvalidDeadline`] if `delay` is beyond 2^52 ms;
     /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
     /// reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let job = queue.next().await?;
+    /// // The payment provider is down: try again in a minute.
+    /// job.retry_after(Duration::from_secs(60)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn retry_after(self, delay: Duration) -> Result<(), Error> {
         let done = self
             .inner

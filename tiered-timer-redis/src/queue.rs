@@ -285,6 +285,18 @@ impl Queue {
     ///
     /// [`Error::PayloadTooLarge`]; [`Error::InvalidDeadline`] if `delay`
     /// is beyond 2^52 ms; [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let id = queue.schedule(Duration::from_secs(1800), b"close order 42".to_vec()).await?;
+    /// println!("scheduled {id}");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn schedule(
         &self,
         delay: Duration,
@@ -308,6 +320,18 @@ impl Queue {
     ///
     /// [`Error::InvalidDeadline`] if `at` is before the Unix epoch or past
     /// 2^52 ms after it; otherwise as [`schedule`](Queue::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let at = SystemTime::now() + Duration::from_secs(60);
+    /// queue.schedule_at(at, "remind the shop owner").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn schedule_at(
         &self,
         at: SystemTime,
@@ -327,6 +351,20 @@ impl Queue {
     /// # Errors
     ///
     /// [`Error::InvalidJobId`]; otherwise as [`schedule`](Queue::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let first = queue.schedule_with_id("order-42", Duration::from_secs(1800), "close").await?;
+    /// // A retry after a timeout makes no duplicate.
+    /// let again = queue.schedule_with_id("order-42", Duration::from_secs(1800), "close").await?;
+    /// assert_eq!(first, again);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn schedule_with_id(
         &self,
         id: impl Into<JobId>,
@@ -350,6 +388,20 @@ impl Queue {
     /// # Errors
     ///
     /// As [`schedule`](Queue::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let ids = queue
+    ///     .schedule_many((0..1000).map(|i| (Duration::from_secs(60), format!("job {i}"))))
+    ///     .await?;
+    /// assert_eq!(ids.len(), 1000);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn schedule_many<P: Into<Vec<u8>>>(
         &self,
         jobs: impl IntoIterator<Item = (Duration, P)>,
@@ -402,6 +454,19 @@ impl Queue {
     /// # Errors
     ///
     /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let id = queue.schedule(Duration::from_secs(1800), "close").await?;
+    /// assert!(queue.cancel(&id).await?); // paid: never delivered
+    /// assert!(!queue.cancel(&id).await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn cancel(&self, id: &JobId) -> Result<bool, Error> {
         let keys = self.inner.keys_of(id);
         let removed: i64 = self
@@ -417,6 +482,17 @@ impl Queue {
     /// # Errors
     ///
     /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// println!("{} jobs waiting", queue.pending().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn pending(&self) -> Result<u64, Error> {
         let mut total = 0;
         for keys in &self.inner.partitions {
@@ -435,6 +511,17 @@ impl Queue {
     /// # Errors
     ///
     /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// println!("{} jobs being worked on", queue.leased().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn leased(&self) -> Result<u64, Error> {
         let mut total = 0;
         for keys in &self.inner.partitions {
@@ -453,6 +540,19 @@ impl Queue {
     /// # Errors
     ///
     /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// for id in queue.dead_letters(100).await? {
+    ///     println!("gave up on {id}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<JobId>, Error> {
         let mut ids = Vec::new();
         for keys in &self.inner.partitions {
@@ -476,6 +576,19 @@ impl Queue {
     /// # Errors
     ///
     /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// for id in queue.dead_letters(100).await? {
+    ///     queue.requeue(&id).await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn requeue(&self, id: &JobId) -> Result<bool, Error> {
         let keys = self.inner.keys_of(id);
         let moved: i64 = self
@@ -506,6 +619,21 @@ impl Queue {
     ///
     /// [`Error::Timeout`] or [`Error::Redis`] when a claim cannot reach
     /// Redis; call again to go on waiting (the queue reconnects by itself).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// loop {
+    ///     let job = queue.next().await?;
+    ///     println!("{} (attempt {})", job.id(), job.attempt());
+    ///     job.ack().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn next(&self) -> Result<Job, Error> {
         loop {
             // Listen before reading: a job scheduled after the read below
