@@ -96,3 +96,20 @@ mod wake;
 pub use crate::error::Error;
 pub use crate::job::{Job, JobId};
 pub use crate::queue::{Builder, Queue};
+
+#[cfg(test)]
+mod tests {
+    /// `Queue` is shared between tasks and threads; `Job` moves to the task
+    /// that works on it.
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn send_sync<T: Send + Sync + 'static>() {}
+        fn clone<T: Clone>() {}
+        send_sync::<crate::Queue>();
+        clone::<crate::Queue>();
+        send_sync::<crate::Job>();
+        send_sync::<crate::JobId>();
+        send_sync::<crate::Error>();
+        send_sync::<crate::Builder>();
+    }
+}

@@ -1,4 +1,16 @@
 //! [`Queue`], its [`Builder`], and the claim loop of [`Queue::next`].
+//!
+//! Ground rules:
+//!
+//! * Redis owns every job's state; this process owns nothing but open
+//!   leases' tokens (inside [`Job`]s) and the wake-up subscription. A
+//!   process that dies loses nothing but its leases, which run out.
+//! * Every call is one script or one read, wrapped in the command timeout;
+//!   input is checked before anything is sent.
+//! * [`Queue::next`] subscribes to wake-ups before it reads, sleeps only
+//!   for durations Redis reported (never for a time computed from the
+//!   local clock against Redis'), and after any doubt (a reconnect, a
+//!   lagging receiver) reads again.
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
