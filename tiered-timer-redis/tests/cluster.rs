@@ -6,7 +6,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use support::RedisCluster;
+use support::{deliver_all, RedisCluster};
 use tiered_timer_redis::{JobId, Queue};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -56,28 +56,11 @@ async fn a_partitioned_queue_spreads_over_the_cluster_and_delivers_each_job_once
     );
     assert!(producer.cancel(&fixed).await.unwrap());
 
-    let mut workers = Vec::new();
+    let mut queues = Vec::new();
     for _ in 0..3 {
-        let queue = connect().await.unwrap();
-        workers.push(tokio::spawn(async move {
-            let mut got = Vec::new();
-            while let Ok(Ok(job)) = tokio::time::timeout(Duration::from_secs(2), queue.next()).await
-            {
-                got.push(job.id().clone());
-                job.ack().await.unwrap();
-            }
-            got
-        }));
+        queues.push(connect().await.unwrap());
     }
-    let mut delivered = Vec::new();
-    for worker in workers {
-        delivered.extend(
-            tokio::time::timeout(WAIT * 2, worker)
-                .await
-                .unwrap()
-                .unwrap(),
-        );
-    }
+    let delivered = deliver_all(queues, ids.len(), WAIT).await;
     let unique: HashSet<JobId> = delivered.iter().cloned().collect();
     assert_eq!(unique.len(), delivered.len(), "a job was delivered twice");
     assert_eq!(unique, ids);

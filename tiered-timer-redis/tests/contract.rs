@@ -6,7 +6,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use support::{eventually, RedisServer};
+use support::{deliver_all, eventually, RedisServer};
 use tiered_timer_redis::{Error, JobId, Queue};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -127,28 +127,15 @@ async fn each_job_is_claimed_by_exactly_one_worker() {
         );
     }
     // Eight workers: four clones of one queue, four separate connections.
-    let mut workers = Vec::new();
+    let mut queues = Vec::new();
     for w in 0..8 {
-        let queue = if w % 2 == 0 {
+        queues.push(if w % 2 == 0 {
             producer.clone()
         } else {
             queue(&server, Duration::from_secs(30)).await
-        };
-        workers.push(tokio::spawn(async move {
-            let mut got = Vec::new();
-            while let Ok(Ok(job)) =
-                tokio::time::timeout(Duration::from_millis(500), queue.next()).await
-            {
-                got.push(job.id().clone());
-                job.ack().await.unwrap();
-            }
-            got
-        }));
+        });
     }
-    let mut delivered = Vec::new();
-    for worker in workers {
-        delivered.extend(worker.await.unwrap());
-    }
+    let delivered = deliver_all(queues, ids.len(), WAIT).await;
     let unique: HashSet<JobId> = delivered.iter().cloned().collect();
     assert_eq!(unique.len(), delivered.len(), "a job was delivered twice");
     assert_eq!(unique, ids, "every job was delivered");

@@ -276,3 +276,42 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Runs one worker per queue (claim, record, ack) until `total` jobs were
+/// delivered, then a little longer to catch any extra delivery; returns
+/// every delivery. Workers loop on `next` without a timeout (a `next` cut
+/// short could strand its claim until the lease runs out) and are stopped
+/// only once every job is in.
+pub async fn deliver_all(
+    queues: Vec<tiered_timer_redis::Queue>,
+    total: usize,
+    within: Duration,
+) -> Vec<tiered_timer_redis::JobId> {
+    use std::sync::{Arc, Mutex};
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let workers: Vec<_> = queues
+        .into_iter()
+        .map(|queue| {
+            let delivered = delivered.clone();
+            tokio::spawn(async move {
+                loop {
+                    let job = queue.next().await.expect("next");
+                    delivered.lock().unwrap().push(job.id().clone());
+                    job.ack().await.expect("ack");
+                }
+            })
+        })
+        .collect();
+    eventually("every job is delivered", within, || {
+        let n = delivered.lock().unwrap().len();
+        async move { n >= total }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for worker in &workers {
+        assert!(!worker.is_finished(), "a worker failed");
+        worker.abort();
+    }
+    let result = delivered.lock().unwrap().clone();
+    result
+}
