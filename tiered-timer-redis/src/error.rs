@@ -1,0 +1,120 @@
+//! The crate's error type.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::job::JobId;
+
+/// What went wrong in a call on a [`Queue`](crate::Queue) or a
+/// [`Job`](crate::Job).
+///
+/// On any error, nothing was written: every change is one Lua script,
+/// which Redis runs entirely or not at all. (After a [`Error::Timeout`] or
+/// a lost connection the script may still have run; see there.)
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The Redis URL could not be parsed or names an unsupported scheme.
+    InvalidUrl {
+        /// Why the `redis` crate rejected it.
+        reason: String,
+    },
+    /// The queue name is empty, longer than 200 bytes, or contains `{`,
+    /// `}`, `#`, whitespace or a control character.
+    InvalidQueueName {
+        /// The name (its first 64 characters).
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The job id is empty or longer than 512 bytes.
+    InvalidJobId {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A builder setting is out of range (a zero lease, zero attempts, zero
+    /// partitions...).
+    InvalidConfig {
+        /// Which setting, and why.
+        reason: &'static str,
+    },
+    /// The payload is larger than the queue's limit
+    /// ([`Builder::max_payload`](crate::Builder::max_payload), 512 KiB by
+    /// default).
+    PayloadTooLarge {
+        /// The payload's length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The due time cannot be represented: before the Unix epoch, or more
+    /// than about 142 000 years away (2^52 ms, the range in which Redis'
+    /// sorted-set scores are exact).
+    InvalidDeadline,
+    /// The job's lease ran out (by Redis' clock) before this call, so the
+    /// job is, or will be, delivered again; nothing was changed. Work done
+    /// under the lost lease may be repeated by the next delivery: make
+    /// jobs idempotent, or lengthen the lease.
+    LeaseExpired {
+        /// The job.
+        id: JobId,
+    },
+    /// Redis did not answer within the queue's command timeout
+    /// ([`Builder::command_timeout`](crate::Builder::command_timeout)).
+    /// The command may or may not have run; every command of this crate is
+    /// safe to repeat (scheduling with an explicit id is idempotent).
+    Timeout {
+        /// The timeout that ran out.
+        after: Duration,
+    },
+    /// Redis returned an error, or the connection failed.
+    Redis(redis::RedisError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidUrl { reason } => write!(f, "invalid Redis URL: {reason}"),
+            Error::InvalidQueueName { name, reason } => {
+                write!(f, "invalid queue name {name:?}: {reason}")
+            }
+            Error::InvalidJobId { reason } => write!(f, "invalid job id: {reason}"),
+            Error::InvalidConfig { reason } => write!(f, "invalid queue configuration: {reason}"),
+            Error::PayloadTooLarge { len, limit } => {
+                write!(
+                    f,
+                    "payload of {len} bytes is over the limit of {limit} bytes"
+                )
+            }
+            Error::InvalidDeadline => f.write_str(
+                "due time cannot be represented (before 1970 or more than 2^52 ms from the epoch)",
+            ),
+            Error::LeaseExpired { id } => write!(
+                f,
+                "the lease on job {id} ran out before this call; the job is delivered again"
+            ),
+            Error::Timeout { after } => {
+                write!(
+                    f,
+                    "Redis did not answer within the command timeout of {after:?}"
+                )
+            }
+            Error::Redis(error) => write!(f, "Redis error: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(error: redis::RedisError) -> Error {
+        Error::Redis(error)
+    }
+}

@@ -1,0 +1,175 @@
+//! Key layout: every key a queue uses, in one place.
+//!
+//! A queue of one partition keeps everything under the hash tag `{name}`;
+//! partition `p` of a queue of `n > 1` partitions under `{name#p}`. A hash
+//! tag is what Redis Cluster hashes, so the keys of one partition always
+//! live in one slot and a Lua script may touch all of them at once. `#`,
+//! `{` and `}` are not allowed in queue names, so two queues never share
+//! a tag.
+//!
+//! Per partition (`T` is the tag):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `ttr:T:due` | sorted set | waiting jobs, scored by due time (ms since the Unix epoch, Redis' clock) |
+//! | `ttr:T:leased` | sorted set | delivered jobs, scored by lease expiry (ms, Redis' clock) |
+//! | `ttr:T:dead` | sorted set | dead letters, scored by when they died |
+//! | `ttr:T:payload` | hash | id → payload bytes |
+//! | `ttr:T:attempt` | hash | id → deliveries so far |
+//! | `ttr:T:deadline` | hash | id → due time (ms) as scheduled |
+//! | `ttr:T:token` | hash | id → the current lease's token |
+//! | `ttr:T:wake` | pub/sub channel | "a job is due in `d` ms", sent when a new job becomes the earliest |
+
+use crate::error::Error;
+
+/// The longest queue name, in bytes.
+pub(crate) const MAX_QUEUE_NAME: usize = 200;
+/// The longest job id, in bytes.
+pub(crate) const MAX_JOB_ID: usize = 512;
+
+/// The keys of one partition, in the order the scripts expect them
+/// (`KEYS[1]` .. `KEYS[7]`), and its wake-up channel.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    pub(crate) ordered: [String; 7],
+    pub(crate) channel: String,
+}
+
+impl Keys {
+    /// The keys of partition `partition` of `partitions` of queue `name`.
+    pub(crate) fn new(name: &str, partition: u32, partitions: u32) -> Keys {
+        let tag = if partitions == 1 {
+            format!("{{{name}}}")
+        } else {
+            format!("{{{name}#{partition}}}")
+        };
+        let key = |what: &str| format!("ttr:{tag}:{what}");
+        Keys {
+            ordered: [
+                key("due"),
+                key("leased"),
+                key("dead"),
+                key("payload"),
+                key("attempt"),
+                key("deadline"),
+                key("token"),
+            ],
+            channel: key("wake"),
+        }
+    }
+
+    /// The waiting jobs' sorted set.
+    pub(crate) fn due(&self) -> &str {
+        &self.ordered[0]
+    }
+
+    /// The leased jobs' sorted set.
+    pub(crate) fn leased(&self) -> &str {
+        &self.ordered[1]
+    }
+
+    /// The dead letters' sorted set.
+    pub(crate) fn dead(&self) -> &str {
+        &self.ordered[2]
+    }
+}
+
+/// Checks a queue name: 1 to [`MAX_QUEUE_NAME`] bytes, no `{`, `}`, `#`,
+/// whitespace or control characters.
+pub(crate) fn check_queue_name(name: &str) -> Result<(), Error> {
+    let reason = if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_QUEUE_NAME {
+        Some("it is longer than 200 bytes")
+    } else if name
+        .chars()
+        .any(|c| matches!(c, '{' | '}' | '#') || c.is_whitespace() || c.is_control())
+    {
+        Some("it contains `{`, `}`, `#`, whitespace or a control character")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidQueueName {
+            name: name.chars().take(64).collect(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a job id: 1 to [`MAX_JOB_ID`] bytes.
+pub(crate) fn check_job_id(id: &str) -> Result<(), Error> {
+    if id.is_empty() {
+        Err(Error::InvalidJobId {
+            reason: "it is empty",
+        })
+    } else if id.len() > MAX_JOB_ID {
+        Err(Error::InvalidJobId {
+            reason: "it is longer than 512 bytes",
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// The partition of a job id: FNV-1a (stable across processes, versions
+/// and platforms, unlike std's hasher) modulo the partition count.
+pub(crate) fn partition_of(id: &str, partitions: u32) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % u64::from(partitions)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_partition_shares_the_queue_tag() {
+        let keys = Keys::new("orders", 0, 1);
+        for key in keys.ordered.iter().chain([&keys.channel]) {
+            assert!(key.starts_with("ttr:{orders}:"), "{key}");
+        }
+    }
+
+    #[test]
+    fn partitions_have_their_own_tags() {
+        let a = Keys::new("orders", 0, 4);
+        let b = Keys::new("orders", 3, 4);
+        assert!(a.due().starts_with("ttr:{orders#0}:"));
+        assert!(b.due().starts_with("ttr:{orders#3}:"));
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_queue_name("orders").is_ok());
+        assert!(check_queue_name("").is_err());
+        assert!(check_queue_name(&"x".repeat(201)).is_err());
+        assert!(check_queue_name("a{b").is_err());
+        assert!(check_queue_name("a#1").is_err());
+        assert!(check_queue_name("a b").is_err());
+        assert!(check_job_id("").is_err());
+        assert!(check_job_id(&"x".repeat(513)).is_err());
+        assert!(check_job_id("order-42").is_ok());
+    }
+
+    #[test]
+    fn partition_is_stable_and_spread() {
+        // FNV-1a of "order-42" is fixed: a change of hash would move ids
+        // of existing queues to other partitions.
+        // (Reference values from an independent FNV-1a: 0x7d1deb86a05662d4.)
+        assert_eq!(partition_of("order-42", 1), 0);
+        assert_eq!(partition_of("order-42", 8), 4);
+        assert_eq!(partition_of("order-42", 1024), 724);
+        assert_eq!(partition_of("", 7), 2);
+        let mut seen = [0u32; 4];
+        for i in 0..4000 {
+            seen[partition_of(&format!("job-{i}"), 4) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 800), "{seen:?}");
+    }
+}

@@ -1,0 +1,115 @@
+//! Durable delayed jobs on Redis: schedule and cancel that outlive the
+//! process, shared by many workers, delivered at least once, never early
+//! by Redis' clock, and with nothing polled while nothing is due.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tiered_timer_redis::{Error, Job, JobId, Queue};
+//!
+//! # async fn demo() -> Result<(), Error> {
+//! let queue = Queue::builder("redis://127.0.0.1:6379/", "orders")
+//!     .lease(Duration::from_secs(30)) // how long a delivered job stays claimed
+//!     .max_attempts(10)               // then it goes to the dead letters
+//!     .connect()
+//!     .await?;
+//!
+//! let id: JobId = queue
+//!     .schedule_with_id("order-42", Duration::from_secs(1800), b"close order 42".to_vec())
+//!     .await?;
+//!
+//! let job: Job = queue.next().await?; // sleeps until a job is due, then claims it
+//! println!("{} (attempt {}): {:?}", job.id(), job.attempt(), job.payload());
+//! job.ack().await?;                   // done: removed for good
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The delivery contract
+//!
+//! * **At least once, never twice at once.** A due job is claimed by
+//!   exactly one [`Queue::next`] across all processes, under a lease.
+//!   [`Job::ack`] removes it. If the lease runs out first (the worker died,
+//!   hung, or dropped the [`Job`]) the job is delivered again with
+//!   [`Job::attempt`] one higher; an ack after that is
+//!   [`Error::LeaseExpired`] and leaves the job alone. After
+//!   [`Builder::max_attempts`] deliveries the job goes to the dead letters
+//!   ([`Queue::dead_letters`], [`Queue::requeue`]).
+//! * **Never early, by one clock.** Whether a job is due is decided inside
+//!   the scripts by Redis' `TIME`, and [`Queue::schedule`]'s delay counts
+//!   from it, so a client whose clock is off never makes a job early.
+//! * **Idempotent ids.** [`Queue::schedule_with_id`] with an id that is
+//!   waiting or leased changes nothing. [`Queue::cancel`] is `true` only if
+//!   the job was waiting and now will never be delivered.
+//! * **No polling.** A waiting [`Queue::next`] sleeps on `tiered-timer`
+//!   until the earliest due time or lease expiry and is woken earlier by
+//!   pub/sub when an earlier job is scheduled.
+//!
+//! # Design
+//!
+//! Per queue (or per partition), under one hash tag (see `src/keys.rs`):
+//! a sorted set of waiting jobs scored by due time in milliseconds of
+//! Redis' clock; a sorted set of leased jobs scored by lease expiry, with
+//! the lease's token in a hash; a sorted set of dead letters; hashes for
+//! payloads, attempt counts and due times; and a pub/sub channel.
+//!
+//! Every change is one Lua script (`src/scripts.rs`), so it is atomic:
+//!
+//! * *schedule* reads `TIME`, adds the job unless its id is waiting or
+//!   leased, and, if it is now the earliest, publishes "due in `d` ms";
+//! * *claim* reads `TIME` and moves the job whose lease ran out, or else
+//!   the earliest due job, into the leased set with a fresh token and
+//!   attempt + 1 (a job out of attempts goes to the dead letters instead);
+//!   if nothing is claimable it returns how long until the earliest due
+//!   time or lease expiry, as a duration from Redis' now;
+//! * *ack* and *retry* check the token and that the lease has not run out
+//!   by Redis' clock, then remove or reschedule the job.
+//!
+//! A waiting [`Queue::next`] (`src/queue.rs`) sleeps exactly the returned
+//! duration on `tiered-timer`, measured on the local monotonic clock from
+//! when the answer arrived: it never compares a local clock with Redis'.
+//! Waking a little late is the only possible error, and waking early only
+//! costs one more claim round that finds nothing and sleeps again. The
+//! queue's one pub/sub subscription (`src/wake.rs`) shortens the sleeps of
+//! all waiters when an earlier job is announced; after a reconnect, every
+//! waiter reads once more, so a lost notification costs one round trip.
+//!
+//! [`Builder::partitions`] spreads a queue over several hash tags (so over
+//! a Redis Cluster's nodes): a job's partition is a hash of its id, and
+//! [`Queue::next`] claims from the partitions in turn, starting at a
+//! different one each round.
+
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+#![forbid(unsafe_code)]
+
+mod error;
+mod job;
+mod keys;
+mod queue;
+mod scripts;
+mod wake;
+
+pub use crate::error::Error;
+pub use crate::job::{Job, JobId};
+pub use crate::queue::{Builder, Queue};
+
+#[cfg(test)]
+mod tests {
+    /// `Queue` is shared between tasks and threads; `Job` moves to the task
+    /// that works on it.
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn send_sync<T: Send + Sync + 'static>() {}
+        fn clone<T: Clone>() {}
+        send_sync::<crate::Queue>();
+        clone::<crate::Queue>();
+        send_sync::<crate::Job>();
+        send_sync::<crate::JobId>();
+        send_sync::<crate::Error>();
+        send_sync::<crate::Builder>();
+    }
+}

@@ -1,0 +1,981 @@
+//! [`Queue`], its [`Builder`], and the claim loop of [`Queue::next`].
+//!
+//! Ground rules:
+//!
+//! * Redis owns every job's state; this process owns nothing but open
+//!   leases' tokens (inside [`Job`]s) and the wake-up subscription. A
+//!   process that dies loses nothing but its leases, which run out.
+//! * Every call is one script or one read, wrapped in the command timeout;
+//!   input is checked before anything is sent.
+//! * [`Queue::next`] subscribes to wake-ups before it reads, sleeps only
+//!   for durations Redis reported (never for a time computed from the
+//!   local clock against Redis'), and after any doubt (a reconnect, a
+//!   lagging receiver) reads again.
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use redis::aio::ConnectionManager;
+use redis::cluster_async::ClusterConnection;
+use redis::{FromRedisValue, Script, Value};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::job::{Job, JobId};
+use crate::keys::{check_job_id, check_queue_name, partition_of, Keys};
+use crate::scripts;
+use crate::wake::{Subscriber, Wake};
+
+/// The latest due time a job may have, in ms since the Unix epoch: 2^52,
+/// well inside the range where a sorted set's `f64` score is exact.
+pub(crate) const MAX_DEADLINE_MS: u64 = 1 << 52;
+
+/// The connection: one node through a reconnecting connection manager, or
+/// a cluster.
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// What one claim attempt found.
+enum Claim {
+    Job(Job),
+    /// Nothing claimable; something may be in this long (from Redis' now),
+    /// or never (`None`) until a new job is scheduled.
+    Wait(Option<Duration>),
+}
+
+/// The shared state behind every clone of a [`Queue`] and every [`Job`].
+pub(crate) struct Inner {
+    name: String,
+    conn: Conn,
+    partitions: Vec<Keys>,
+    lease: Duration,
+    max_attempts: u32,
+    max_payload: usize,
+    command_timeout: Duration,
+    /// Where the next claim round starts, so partitions take turns.
+    next_partition: AtomicU32,
+    wake: broadcast::Sender<Wake>,
+    _subscriber: Subscriber,
+}
+
+/// A durable queue of delayed jobs on Redis.
+///
+/// Cheap to clone (an `Arc`); clones share one connection and one pub/sub
+/// subscription. Any number of processes may open the same queue (same
+/// Redis, same name, same [`partitions`](Builder::partitions)): each due
+/// job is delivered to exactly one of their [`next`](Queue::next) calls at a
+/// time.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tiered_timer_redis::Queue;
+///
+/// # async fn demo() -> Result<(), tiered_timer_redis::Error> {
+/// let queue = Queue::connect("redis://127.0.0.1:6379/", "orders").await?;
+/// queue.schedule_with_id("order-42", Duration::from_secs(1800), b"close order 42".to_vec()).await?;
+///
+/// let job = queue.next().await?; // sleeps until a job is due
+/// println!("{}: {:?}", job.id(), job.payload());
+/// job.ack().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("name", &self.inner.name)
+            .field("partitions", &self.inner.partitions.len())
+            .field("lease", &self.inner.lease)
+            .field("max_attempts", &self.inner.max_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Settings for a [`Queue`], from [`Queue::builder`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tiered_timer_redis::Queue;
+///
+/// # async fn demo() -> Result<(), tiered_timer_redis::Error> {
+/// let queue = Queue::builder("redis://127.0.0.1:6379/", "orders")
+///     .lease(Duration::from_secs(30))
+///     .max_attempts(10)
+///     .command_timeout(Duration::from_secs(2))
+///     .connect()
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    url: String,
+    name: String,
+    lease: Duration,
+    max_attempts: u32,
+    max_payload: usize,
+    command_timeout: Duration,
+    partitions: u32,
+    cluster: bool,
+}
+
+impl Builder {
+    /// How long a delivered job stays claimed by its worker before it is
+    /// due again (by Redis' clock). Default 30 s. Rounded up to whole
+    /// milliseconds.
+    pub fn lease(mut self, lease: Duration) -> Builder {
+        self.lease = lease;
+        self
+    }
+
+    /// How many deliveries a job gets; after the last one's lease runs out
+    /// (or it is retried) it goes to the dead letters. Default 10.
+    pub fn max_attempts(mut self, max_attempts: u32) -> Builder {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// The largest payload, in bytes. Default 512 KiB.
+    pub fn max_payload(mut self, bytes: usize) -> Builder {
+        self.max_payload = bytes;
+        self
+    }
+
+    /// How long a call waits for Redis before it returns [`Error::Timeout`]
+    /// (also the connect timeout). Default 5 s.
+    pub fn command_timeout(mut self, timeout: Duration) -> Builder {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// Spreads the queue over `n` hash tags (`{name#0}` .. `{name#n-1}`),
+    /// so over the nodes of a Redis Cluster. Every process using the queue
+    /// must use the same `n`: a job's partition is a hash of its id modulo
+    /// `n`. Default 1 (one tag, `{name}`). At most 1024.
+    pub fn partitions(mut self, n: u32) -> Builder {
+        self.partitions = n;
+        self
+    }
+
+    /// Connects to a Redis Cluster, with the URL as a seed node, instead of
+    /// a single Redis.
+    pub fn cluster(mut self) -> Builder {
+        self.cluster = true;
+        self
+    }
+
+    /// Checks the settings and connects.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`], [`Error::InvalidQueueName`] or
+    /// [`Error::InvalidConfig`] for bad settings; [`Error::Timeout`] or
+    /// [`Error::Redis`] if Redis cannot be reached.
+    pub async fn connect(self) -> Result<Queue, Error> {
+        check_queue_name(&self.name)?;
+        if self.lease.is_zero() || millis_up(self.lease) > MAX_DEADLINE_MS {
+            return Err(Error::InvalidConfig {
+                reason: "the lease must be at least 1 ms and at most 2^52 ms",
+            });
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::InvalidConfig {
+                reason: "max_attempts must be at least 1",
+            });
+        }
+        if self.partitions == 0 || self.partitions > 1024 {
+            return Err(Error::InvalidConfig {
+                reason: "partitions must be between 1 and 1024",
+            });
+        }
+        if self.command_timeout.is_zero() {
+            return Err(Error::InvalidConfig {
+                reason: "the command timeout must not be zero",
+            });
+        }
+        let client = redis::Client::open(self.url.as_str()).map_err(|e| Error::InvalidUrl {
+            reason: e.to_string(),
+        })?;
+        let timeout = self.command_timeout;
+        let conn = if self.cluster {
+            let cluster = redis::cluster::ClusterClient::builder(vec![self.url.as_str()])
+                .connection_timeout(timeout)
+                .response_timeout(timeout)
+                .build()
+                .map_err(|e| Error::InvalidUrl {
+                    reason: e.to_string(),
+                })?;
+            Conn::Cluster(with_timeout(timeout, cluster.get_async_connection()).await?)
+        } else {
+            let config = redis::aio::ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(timeout))
+                .set_response_timeout(Some(timeout))
+                .set_max_delay(Duration::from_secs(1));
+            Conn::Single(
+                with_timeout(
+                    timeout,
+                    ConnectionManager::new_with_config(client.clone(), config),
+                )
+                .await?,
+            )
+        };
+        let partitions: Vec<Keys> = (0..self.partitions)
+            .map(|p| Keys::new(&self.name, p, self.partitions))
+            .collect();
+        let (wake, _) = broadcast::channel(1024);
+        let channels = partitions.iter().map(|k| k.channel.clone()).collect();
+        let subscriber = Subscriber::spawn(client, channels, wake.clone(), timeout);
+        Ok(Queue {
+            inner: Arc::new(Inner {
+                name: self.name,
+                conn,
+                partitions,
+                lease: self.lease,
+                max_attempts: self.max_attempts,
+                max_payload: self.max_payload,
+                command_timeout: timeout,
+                next_partition: AtomicU32::new(0),
+                wake,
+                _subscriber: subscriber,
+            }),
+        })
+    }
+}
+
+impl Queue {
+    /// Connects to the queue `name` on the Redis at `url`, with the default
+    /// settings (see [`Builder`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::connect`].
+    pub async fn connect(url: &str, name: &str) -> Result<Queue, Error> {
+        Queue::builder(url, name).connect().await
+    }
+
+    /// Settings for the queue `name` on the Redis at `url`
+    /// (`redis://host:port/db`, `rediss://`, `redis+unix://`).
+    pub fn builder(url: &str, name: &str) -> Builder {
+        Builder {
+            url: url.to_owned(),
+            name: name.to_owned(),
+            lease: Duration::from_secs(30),
+            max_attempts: 10,
+            max_payload: 512 * 1024,
+            command_timeout: Duration::from_secs(5),
+            partitions: 1,
+            cluster: false,
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Schedules a job due `delay` from now, where "now" is Redis' clock
+    /// when it receives the job, under a new random id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PayloadTooLarge`]; [`Error::InvalidDeadline`] if `delay`
+    /// is beyond 2^52 ms; [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let id = queue.schedule(Duration::from_secs(1800), b"close order 42".to_vec()).await?;
+    /// println!("scheduled {id}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule(
+        &self,
+        delay: Duration,
+        payload: impl Into<Vec<u8>>,
+    ) -> Result<JobId, Error> {
+        let (id, _) = self
+            .schedule_inner(random_id().into(), Due::After(delay), payload.into())
+            .await?;
+        Ok(id)
+    }
+
+    /// Schedules a job due at `at`, under a new random id. A time in the
+    /// past makes the job due at once.
+    ///
+    /// `at` is read as a point on Redis' clock: a client whose clock is off
+    /// by `e` gets its job `e` early or late relative to its own intent,
+    /// but never before `at` by Redis' clock. Prefer
+    /// [`schedule`](Queue::schedule) with a delay when clocks may differ.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidDeadline`] if `at` is before the Unix epoch or past
+    /// 2^52 ms after it; otherwise as [`schedule`](Queue::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let at = SystemTime::now() + Duration::from_secs(60);
+    /// queue.schedule_at(at, "remind the shop owner").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_at(
+        &self,
+        at: SystemTime,
+        payload: impl Into<Vec<u8>>,
+    ) -> Result<JobId, Error> {
+        let (id, _) = self
+            .schedule_inner(random_id().into(), Due::At(at), payload.into())
+            .await?;
+        Ok(id)
+    }
+
+    /// Schedules a job under your id, due `delay` from Redis' now; if a job
+    /// with this id is already waiting or leased, changes nothing and
+    /// returns the id. A producer that retries after a timeout therefore
+    /// makes no duplicate. (A dead letter with this id is replaced.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidJobId`]; otherwise as [`schedule`](Queue::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let first = queue.schedule_with_id("order-42", Duration::from_secs(1800), "close").await?;
+    /// // A retry after a timeout makes no duplicate.
+    /// let again = queue.schedule_with_id("order-42", Duration::from_secs(1800), "close").await?;
+    /// assert_eq!(first, again);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_with_id(
+        &self,
+        id: impl Into<JobId>,
+        delay: Duration,
+        payload: impl Into<Vec<u8>>,
+    ) -> Result<JobId, Error> {
+        let (id, _) = self
+            .schedule_inner(id.into(), Due::After(delay), payload.into())
+            .await?;
+        Ok(id)
+    }
+
+    /// Schedules many jobs under new random ids, each `(delay, payload)`,
+    /// in pipelined round trips (one per partition). Returns their ids in
+    /// order.
+    ///
+    /// Each job is its own script run, so on an error some jobs may have
+    /// been written and others not; the input is checked before anything
+    /// is sent.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule`](Queue::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let ids = queue
+    ///     .schedule_many((0..1000).map(|i| (Duration::from_secs(60), format!("job {i}"))))
+    ///     .await?;
+    /// assert_eq!(ids.len(), 1000);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_many<P: Into<Vec<u8>>>(
+        &self,
+        jobs: impl IntoIterator<Item = (Duration, P)>,
+    ) -> Result<Vec<JobId>, Error> {
+        let n = self.inner.partitions.len();
+        let mut ids = Vec::new();
+        let mut by_partition: Vec<Vec<Vec<Vec<u8>>>> = vec![Vec::new(); n];
+        for (delay, payload) in jobs {
+            let id: JobId = random_id().into();
+            let payload = payload.into();
+            let args = self.inner.schedule_args(&id, Due::After(delay), payload)?;
+            by_partition[partition_of(id.as_str(), n as u32) as usize].push(args);
+            ids.push(id);
+        }
+        for (p, batch) in by_partition.into_iter().enumerate() {
+            if !batch.is_empty() {
+                self.inner
+                    .eval_many(
+                        &scripts::SCHEDULE_SCRIPT,
+                        &scripts::SCHEDULE_CODE,
+                        &self.inner.partitions[p],
+                        batch,
+                    )
+                    .await?;
+            }
+        }
+        Ok(ids)
+    }
+
+    async fn schedule_inner(
+        &self,
+        id: JobId,
+        due: Due,
+        payload: Vec<u8>,
+    ) -> Result<(JobId, bool), Error> {
+        check_job_id(id.as_str())?;
+        let args = self.inner.schedule_args(&id, due, payload)?;
+        let keys = self.inner.keys_of(&id);
+        let (written, _due): (i64, i64) = self
+            .inner
+            .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
+            .await?;
+        Ok((id, written == 1))
+    }
+
+    /// Cancels a waiting job. Returns `true` if it was waiting and will now
+    /// never be delivered; `false` if it was leased (a delivered job cannot
+    /// be cancelled), dead, done or unknown. Nothing changes on `false`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let id = queue.schedule(Duration::from_secs(1800), "close").await?;
+    /// assert!(queue.cancel(&id).await?); // paid: never delivered
+    /// assert!(!queue.cancel(&id).await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn cancel(&self, id: &JobId) -> Result<bool, Error> {
+        let keys = self.inner.keys_of(id);
+        let removed: i64 = self
+            .inner
+            .eval(&scripts::CANCEL_SCRIPT, keys, vec![arg(id.as_str())])
+            .await?;
+        Ok(removed == 1)
+    }
+
+    /// How many jobs are waiting: scheduled, not leased, not dead. (A job
+    /// whose lease ran out counts again once it is redelivered or buried.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// println!("{} jobs waiting", queue.pending().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn pending(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        for keys in &self.inner.partitions {
+            let n: u64 = self
+                .inner
+                .query(redis::cmd("ZCARD").arg(keys.due()))
+                .await?;
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// How many jobs are leased to workers right now (including leases
+    /// that ran out and have not been reclaimed yet).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// println!("{} jobs being worked on", queue.leased().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn leased(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        for keys in &self.inner.partitions {
+            let n: u64 = self
+                .inner
+                .query(redis::cmd("ZCARD").arg(keys.leased()))
+                .await?;
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// Up to `limit` dead letters (jobs that used up their attempts), the
+    /// oldest deaths first within each partition.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// for id in queue.dead_letters(100).await? {
+    ///     println!("gave up on {id}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<JobId>, Error> {
+        let mut ids = Vec::new();
+        for keys in &self.inner.partitions {
+            if ids.len() >= limit {
+                break;
+            }
+            let stop = (limit - ids.len()) as i64 - 1;
+            let batch: Vec<String> = self
+                .inner
+                .query(redis::cmd("ZRANGE").arg(keys.dead()).arg(0).arg(stop))
+                .await?;
+            ids.extend(batch.into_iter().map(JobId::from));
+        }
+        Ok(ids)
+    }
+
+    /// Moves a dead letter back to the waiting jobs, due at once, with its
+    /// attempt count reset. Returns `false` (changing nothing) if `id` is
+    /// not a dead letter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// for id in queue.dead_letters(100).await? {
+    ///     queue.requeue(&id).await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn requeue(&self, id: &JobId) -> Result<bool, Error> {
+        let keys = self.inner.keys_of(id);
+        let moved: i64 = self
+            .inner
+            .eval(
+                &scripts::REQUEUE_SCRIPT,
+                keys,
+                vec![arg(id.as_str()), arg(&keys.channel)],
+            )
+            .await?;
+        Ok(moved == 1)
+    }
+
+    /// Waits until a job is due, claims it under a lease, and returns it.
+    ///
+    /// Each round is one script per partition that either claims the
+    /// earliest due job (or one whose lease ran out) or says how long until
+    /// the next one is due; then this call sleeps on `tiered-timer` for
+    /// exactly that long, and is woken sooner by the queue's pub/sub
+    /// channel when an earlier job is scheduled. While nothing is due it
+    /// sends no commands.
+    ///
+    /// Cancel-safe: dropping the future before it returns claims nothing
+    /// (a claim made by the last round trip as it is dropped is lost to
+    /// this worker and redelivered after the lease).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`] when a claim cannot reach
+    /// Redis; call again to go on waiting (the queue reconnects by itself).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// loop {
+    ///     let job = queue.next().await?;
+    ///     println!("{} (attempt {})", job.id(), job.attempt());
+    ///     job.ack().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn next(&self) -> Result<Job, Error> {
+        loop {
+            // Listen before reading: a job scheduled after the read below
+            // is announced to this receiver.
+            let mut wake = self.inner.wake.subscribe();
+            let wait = match self.try_claim().await? {
+                Claim::Job(job) => return Ok(job),
+                Claim::Wait(wait) => wait,
+            };
+            let mut deadline = wait.map(|wait| Instant::now() + wait);
+            let mut sleep = deadline.map(tiered_timer::sleep_until);
+            loop {
+                let slept = async {
+                    match sleep.as_mut() {
+                        Some(sleep) => sleep.await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = slept => break,
+                    message = wake.recv() => match message {
+                        Ok(Wake::At(at)) => {
+                            if deadline.is_none_or(|deadline| at < deadline) {
+                                deadline = Some(at);
+                                match sleep.as_mut() {
+                                    Some(sleep) => std::pin::Pin::new(sleep).reset(at),
+                                    None => sleep = Some(tiered_timer::sleep_until(at)),
+                                }
+                            }
+                        }
+                        // A reconnect or a missed message: read again.
+                        Ok(Wake::Reread) | Err(_) => break,
+                    },
+                }
+            }
+        }
+    }
+
+    /// One claim round over every partition, starting where the last round
+    /// of this queue left off.
+    async fn try_claim(&self) -> Result<Claim, Error> {
+        let inner = &self.inner;
+        let n = inner.partitions.len() as u32;
+        let start = inner.next_partition.fetch_add(1, Ordering::Relaxed) % n;
+        let mut soonest: Option<Duration> = None;
+        for i in 0..n {
+            let p = (start + i) % n;
+            match inner.claim(&self.inner, p).await? {
+                Claim::Job(job) => return Ok(Claim::Job(job)),
+                Claim::Wait(Some(wait)) => {
+                    soonest = Some(soonest.map_or(wait, |s| s.min(wait)));
+                }
+                Claim::Wait(None) => {}
+            }
+        }
+        Ok(Claim::Wait(soonest))
+    }
+}
+
+/// When a job is due.
+#[derive(Clone, Copy)]
+enum Due {
+    After(Duration),
+    At(SystemTime),
+}
+
+impl Inner {
+    fn keys_of(&self, id: &JobId) -> &Keys {
+        let p = partition_of(id.as_str(), self.partitions.len() as u32);
+        &self.partitions[p as usize]
+    }
+
+    /// The schedule script's ARGV, after checking the input.
+    fn schedule_args(&self, id: &JobId, due: Due, payload: Vec<u8>) -> Result<Vec<Vec<u8>>, Error> {
+        check_job_id(id.as_str())?;
+        if payload.len() > self.max_payload {
+            return Err(Error::PayloadTooLarge {
+                len: payload.len(),
+                limit: self.max_payload,
+            });
+        }
+        let (mode, value) = match due {
+            Due::After(delay) => ("d", millis_up(delay)),
+            Due::At(at) => (
+                "a",
+                at.duration_since(SystemTime::UNIX_EPOCH)
+                    .map(millis_up)
+                    .map_err(|_| Error::InvalidDeadline)?,
+            ),
+        };
+        // A delay is added to Redis' now (about 2^40.6 ms today): keep the
+        // sum under 2^52 with a margin of centuries.
+        let limit = if mode == "d" {
+            MAX_DEADLINE_MS / 2
+        } else {
+            MAX_DEADLINE_MS
+        };
+        if value > limit {
+            return Err(Error::InvalidDeadline);
+        }
+        let keys = self.keys_of(id);
+        Ok(vec![
+            arg(id.as_str()),
+            arg(mode),
+            arg(&value.to_string()),
+            payload,
+            arg(&keys.channel),
+        ])
+    }
+
+    async fn claim(&self, this: &Arc<Inner>, partition: u32) -> Result<Claim, Error> {
+        let keys = &self.partitions[partition as usize];
+        let token = random_id();
+        let lease_ms = millis_up(self.lease);
+        let reply: Vec<Value> = self
+            .eval(
+                &scripts::CLAIM_SCRIPT,
+                keys,
+                vec![
+                    arg(&lease_ms.to_string()),
+                    arg(&self.max_attempts.to_string()),
+                    arg(&token),
+                ],
+            )
+            .await?;
+        let mut fields = reply.into_iter();
+        let kind: i64 = parse(fields.next())?;
+        if kind == 0 {
+            let wait: i64 = parse(fields.next())?;
+            return Ok(Claim::Wait(
+                u64::try_from(wait).ok().map(Duration::from_millis),
+            ));
+        }
+        let id: String = parse(fields.next())?;
+        let payload: Vec<u8> = parse(fields.next())?;
+        let deadline_ms: u64 = parse(fields.next())?;
+        let attempt: u32 = parse(fields.next())?;
+        Ok(Claim::Job(Job {
+            inner: Arc::clone(this),
+            partition,
+            id: JobId::from(id),
+            payload,
+            deadline_ms,
+            attempt,
+            token,
+            lease: Duration::from_millis(lease_ms),
+        }))
+    }
+
+    pub(crate) async fn ack(&self, partition: u32, id: &JobId, token: &str) -> Result<bool, Error> {
+        let keys = &self.partitions[partition as usize];
+        let done: i64 = self
+            .eval(
+                &scripts::ACK_SCRIPT,
+                keys,
+                vec![arg(id.as_str()), arg(token)],
+            )
+            .await?;
+        Ok(done == 1)
+    }
+
+    pub(crate) async fn retry(
+        &self,
+        partition: u32,
+        id: &JobId,
+        token: &str,
+        delay: Duration,
+    ) -> Result<bool, Error> {
+        let delay = millis_up(delay);
+        if delay > MAX_DEADLINE_MS / 2 {
+            return Err(Error::InvalidDeadline);
+        }
+        let keys = &self.partitions[partition as usize];
+        let done: i64 = self
+            .eval(
+                &scripts::RETRY_SCRIPT,
+                keys,
+                vec![
+                    arg(id.as_str()),
+                    arg(token),
+                    arg(&delay.to_string()),
+                    arg(&self.max_attempts.to_string()),
+                    arg(&keys.channel),
+                ],
+            )
+            .await?;
+        Ok(done != 0)
+    }
+
+    /// Runs a script on a partition's keys, within the command timeout.
+    async fn eval<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &Keys,
+        args: Vec<Vec<u8>>,
+    ) -> Result<T, Error> {
+        let mut invocation = script.prepare_invoke();
+        for key in &keys.ordered {
+            invocation.key(key);
+        }
+        for a in args {
+            invocation.arg(a);
+        }
+        let run = async {
+            match self.conn.clone() {
+                Conn::Single(mut conn) => invocation.invoke_async(&mut conn).await,
+                Conn::Cluster(mut conn) => invocation.invoke_async(&mut conn).await,
+            }
+        };
+        with_timeout(self.command_timeout, run).await
+    }
+
+    /// Runs a script once per argument list, pipelined, on one partition.
+    async fn eval_many(
+        &self,
+        script: &Script,
+        code: &str,
+        keys: &Keys,
+        batches: Vec<Vec<Vec<u8>>>,
+    ) -> Result<(), Error> {
+        let build = || {
+            let mut pipe = redis::pipe();
+            for args in &batches {
+                let cmd = pipe
+                    .cmd("EVALSHA")
+                    .arg(script.get_hash())
+                    .arg(keys.ordered.len());
+                for key in &keys.ordered {
+                    cmd.arg(key);
+                }
+                for a in args {
+                    cmd.arg(a.as_slice());
+                }
+                cmd.ignore();
+            }
+            pipe
+        };
+        let run = async {
+            let mut conn = self.conn.clone();
+            // Load first: EVALSHA of an unknown script fails the whole
+            // batch (after a restart of Redis, say).
+            let load = redis::cmd("SCRIPT").arg("LOAD").arg(code).to_owned();
+            match &mut conn {
+                Conn::Single(c) => {
+                    load.query_async::<()>(c).await?;
+                    build().query_async::<()>(c).await
+                }
+                Conn::Cluster(c) => {
+                    load.query_async::<()>(c).await?;
+                    build().query_async::<()>(c).await
+                }
+            }
+        };
+        with_timeout(self.command_timeout, run).await
+    }
+
+    /// Runs one plain command within the command timeout.
+    async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, Error> {
+        let run = async {
+            match self.conn.clone() {
+                Conn::Single(mut conn) => cmd.query_async(&mut conn).await,
+                Conn::Cluster(mut conn) => cmd.query_async(&mut conn).await,
+            }
+        };
+        with_timeout(self.command_timeout, run).await
+    }
+}
+
+/// Runs a Redis call within `timeout`. A timeout is [`Error::Timeout`]
+/// whether our timer or the `redis` crate's response timeout (set to the
+/// same value) noticed it first.
+async fn with_timeout<T>(
+    timeout: Duration,
+    future: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, Error> {
+    match tiered_timer::timeout(timeout, future).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) if error.is_timeout() => Err(Error::Timeout { after: timeout }),
+        Ok(Err(error)) => Err(Error::Redis(error)),
+        Err(_) => Err(Error::Timeout { after: timeout }),
+    }
+}
+
+fn parse<T: FromRedisValue>(value: Option<Value>) -> Result<T, Error> {
+    let value = value.unwrap_or(Value::Nil);
+    redis::from_redis_value(value).map_err(|e| Error::Redis(e.into()))
+}
+
+fn arg(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+/// A duration in whole milliseconds, rounded up (never early).
+fn millis_up(d: Duration) -> u64 {
+    let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+/// 128 random bits as 32 hex digits: a job id or a lease token. Random
+/// keys per process (std's `RandomState`, seeded by the OS) hashing a
+/// process-wide counter.
+pub(crate) fn random_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut first = RandomState::new().build_hasher();
+    first.write_u64(n);
+    let a = first.finish();
+    let mut second = RandomState::new().build_hasher();
+    second.write_u64(n);
+    second.write_u64(a);
+    format!("{a:016x}{:016x}", second.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_round_up() {
+        assert_eq!(millis_up(Duration::ZERO), 0);
+        assert_eq!(millis_up(Duration::from_micros(1)), 1);
+        assert_eq!(millis_up(Duration::from_millis(5)), 5);
+        assert_eq!(millis_up(Duration::from_micros(5001)), 6);
+        assert_eq!(millis_up(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn random_ids_differ() {
+        let ids: std::collections::HashSet<String> = (0..10_000).map(|_| random_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(ids.iter().all(|id| id.len() == 32));
+    }
+}

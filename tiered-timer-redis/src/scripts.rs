@@ -1,0 +1,213 @@
+//! The Lua scripts: every state change of a job is one of these, so each
+//! is atomic on the Redis node that holds the job's partition.
+//!
+//! Ground rules:
+//!
+//! * Time is read once per script with `TIME`, never passed in by a
+//!   client, so a client whose clock is off changes nothing. (Redis 7
+//!   replicates a script's effects, not the script, so reading `TIME`
+//!   before writing is allowed; `redis.replicate_commands()` asks for the
+//!   same on Redis 3.2 to 6.)
+//! * A due time is rounded *up* to a whole millisecond and "now" *down*,
+//!   so "due <= now" in whole milliseconds implies the due time has passed
+//!   by Redis' clock: never early.
+//! * Every script takes the seven keys of [`Keys`](crate::keys::Keys) in
+//!   their order, so one partition's scripts always run in one slot.
+//! * A lease is fenced by a token: only the holder of the current token,
+//!   before the lease's expiry by Redis' clock, may ack or retry the job.
+//! * A script that reports "nothing to claim" also reports how long until
+//!   something may be claimable, in milliseconds *from Redis' now*, so the
+//!   caller sleeps a duration and never compares its clock with Redis'.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// The preamble every script shares: `now_us`, `now` (ms, rounded down).
+const PRELUDE: &str = r#"
+pcall(redis.replicate_commands)
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
+local K_DUE, K_LEASED, K_DEAD = KEYS[1], KEYS[2], KEYS[3]
+local K_PAYLOAD, K_ATTEMPT, K_DEADLINE, K_TOKEN = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+
+-- Tells waiters that `id` is due at `due` if it is now the earliest job.
+local function announce(id, due, channel)
+  local first = redis.call('ZRANGE', K_DUE, 0, 0)
+  if first[1] == id then
+    local wait = due - now
+    if wait < 0 then wait = 0 end
+    redis.call('PUBLISH', channel, string.format('%d', wait))
+  end
+end
+
+-- Moves a job to the dead letters; keeps its payload and attempt count.
+local function bury(id)
+  redis.call('ZREM', K_LEASED, id)
+  redis.call('ZREM', K_DUE, id)
+  redis.call('HDEL', K_TOKEN, id)
+  redis.call('ZADD', K_DEAD, now, id)
+end
+"#;
+
+/// Schedules a job unless its id is already waiting or leased.
+///
+/// ARGV: id, mode (`d`: ARGV[3] is a delay in ms from Redis' now; `a`: an
+/// absolute due time in ms since the epoch), value, payload, channel.
+/// Returns `{1, due}` when written, `{0, due or lease expiry}` when the id
+/// was already there (nothing changed).
+const SCHEDULE: &str = r#"
+local id, mode, value, payload, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local existing = redis.call('ZSCORE', K_DUE, id) or redis.call('ZSCORE', K_LEASED, id)
+if existing then
+  return {0, tonumber(existing)}
+end
+local due
+if mode == 'd' then
+  due = math.floor((now_us + 999) / 1000) + value
+else
+  due = value
+end
+redis.call('ZREM', K_DEAD, id)
+redis.call('HSET', K_PAYLOAD, id, payload)
+redis.call('HSET', K_ATTEMPT, id, 0)
+redis.call('HSET', K_DEADLINE, id, string.format('%d', due))
+redis.call('HDEL', K_TOKEN, id)
+redis.call('ZADD', K_DUE, string.format('%d', due), id)
+announce(id, due, channel)
+return {1, due}
+"#;
+
+/// Claims the earliest claimable job: first a job whose lease ran out
+/// (its worker died or overran), then the earliest due job.
+///
+/// ARGV: lease ms, max attempts, token.
+/// Returns `{1, id, payload, deadline, attempt, lease expiry}` for a
+/// claimed job, `{0, wait}` otherwise, where `wait` is the time in ms from
+/// Redis' now until the earliest due time or lease expiry (`-1`: none).
+const CLAIM: &str = r#"
+local lease, max_attempts, token = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local function deliver(id)
+  local attempt = redis.call('HINCRBY', K_ATTEMPT, id, 1)
+  local expiry = now + lease
+  redis.call('ZADD', K_LEASED, string.format('%d', expiry), id)
+  redis.call('HSET', K_TOKEN, id, token)
+  local payload = redis.call('HGET', K_PAYLOAD, id) or ''
+  local deadline = tonumber(redis.call('HGET', K_DEADLINE, id) or now)
+  return {1, id, payload, deadline, attempt, expiry}
+end
+-- Expired leases first: their jobs have waited longest. Those out of
+-- attempts go to the dead letters; bounded so one call stays short.
+for _ = 1, 64 do
+  local expired = redis.call('ZRANGEBYSCORE', K_LEASED, '-inf', now, 'LIMIT', 0, 1)
+  local id = expired[1]
+  if not id then break end
+  local attempt = tonumber(redis.call('HGET', K_ATTEMPT, id) or '0')
+  if attempt >= max_attempts then
+    bury(id)
+  else
+    return deliver(id)
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 1)
+if due[1] then
+  redis.call('ZREM', K_DUE, due[1])
+  return deliver(due[1])
+end
+local wait = -1
+local next_due = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
+if next_due[2] then wait = tonumber(next_due[2]) - now end
+local next_expiry = redis.call('ZRANGE', K_LEASED, 0, 0, 'WITHSCORES')
+if next_expiry[2] then
+  local w = tonumber(next_expiry[2]) - now
+  if wait < 0 or w < wait then wait = w end
+end
+if wait == 0 then wait = 1 end
+return {0, wait}
+"#;
+
+/// Checks that the caller holds the live lease of ARGV[1] with token
+/// ARGV[2]: returns early with 0 if not.
+const FENCE: &str = r#"
+local id, token = ARGV[1], ARGV[2]
+if redis.call('HGET', K_TOKEN, id) ~= token then return 0 end
+local expiry = redis.call('ZSCORE', K_LEASED, id)
+if not expiry or tonumber(expiry) <= now then return 0 end
+"#;
+
+/// Acks a job: removes it for good. ARGV: id, token.
+/// Returns 1, or 0 if the lease was lost (nothing changed).
+const ACK: &str = r#"
+redis.call('ZREM', K_LEASED, id)
+redis.call('HDEL', K_PAYLOAD, id)
+redis.call('HDEL', K_ATTEMPT, id)
+redis.call('HDEL', K_DEADLINE, id)
+redis.call('HDEL', K_TOKEN, id)
+return 1
+"#;
+
+/// Gives a job back to be delivered again after a delay, or buries it if
+/// it is out of attempts. ARGV: id, token, delay ms, max attempts,
+/// channel. Returns 1 (rescheduled), 2 (buried) or 0 (lease lost,
+/// nothing changed).
+const RETRY: &str = r#"
+local delay, max_attempts, channel = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local attempt = tonumber(redis.call('HGET', K_ATTEMPT, id) or '0')
+if attempt >= max_attempts then
+  bury(id)
+  return 2
+end
+redis.call('ZREM', K_LEASED, id)
+redis.call('HDEL', K_TOKEN, id)
+local due = math.floor((now_us + 999) / 1000) + delay
+redis.call('HSET', K_DEADLINE, id, string.format('%d', due))
+redis.call('ZADD', K_DUE, string.format('%d', due), id)
+announce(id, due, channel)
+return 1
+"#;
+
+/// Cancels a waiting job. ARGV: id. Returns 1 if it was waiting and is
+/// now gone, 0 otherwise (leased, dead, or unknown: nothing changed).
+const CANCEL: &str = r#"
+local id = ARGV[1]
+if redis.call('ZREM', K_DUE, id) == 0 then return 0 end
+redis.call('HDEL', K_PAYLOAD, id)
+redis.call('HDEL', K_ATTEMPT, id)
+redis.call('HDEL', K_DEADLINE, id)
+redis.call('HDEL', K_TOKEN, id)
+return 1
+"#;
+
+/// Moves a dead letter back to the waiting jobs, due now, with its attempt
+/// count reset. ARGV: id, channel. Returns 1, or 0 if it was not dead.
+const REQUEUE: &str = r#"
+local id, channel = ARGV[1], ARGV[2]
+if redis.call('ZREM', K_DEAD, id) == 0 then return 0 end
+redis.call('HSET', K_ATTEMPT, id, 0)
+redis.call('HSET', K_DEADLINE, id, string.format('%d', now))
+redis.call('ZADD', K_DUE, string.format('%d', now), id)
+announce(id, now, channel)
+return 1
+"#;
+
+fn code(body: &[&str]) -> String {
+    let mut code = String::from(PRELUDE);
+    for part in body {
+        code.push_str(part);
+    }
+    code
+}
+
+fn script(body: &[&str]) -> Script {
+    Script::new(&code(body))
+}
+
+/// The schedule script's source, for `SCRIPT LOAD` before a pipeline.
+pub(crate) static SCHEDULE_CODE: LazyLock<String> = LazyLock::new(|| code(&[SCHEDULE]));
+pub(crate) static SCHEDULE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&SCHEDULE_CODE));
+pub(crate) static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[CLAIM]));
+pub(crate) static ACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[FENCE, ACK]));
+pub(crate) static RETRY_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[FENCE, RETRY]));
+pub(crate) static CANCEL_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[CANCEL]));
+pub(crate) static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[REQUEUE]));

@@ -1,0 +1,317 @@
+//! Real Redis servers for the tests: each test starts its own
+//! `redis-server` on a free port in a temporary directory and stops it on
+//! drop. Without `redis-server` on `PATH` the test fails, saying how to
+//! install it: never a silent skip.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// One `redis-server` child process.
+pub struct RedisServer {
+    pub port: u16,
+    pub dir: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+    owns_dir: bool,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind a free port")
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn temp_dir(label: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "ttr-test-{}-{}-{}",
+        label,
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("create a temporary directory");
+    dir
+}
+
+fn spawn(port: u16, dir: &PathBuf, args: &[String]) -> Child {
+    let mut command = Command::new("redis-server");
+    command
+        .arg("--port")
+        .arg(port.to_string())
+        .arg("--bind")
+        .arg("127.0.0.1")
+        .arg("--dir")
+        .arg(dir)
+        .arg("--save")
+        .arg("")
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // libfaketime in a test's environment must not reach the server.
+        .env_remove("LD_PRELOAD")
+        .env_remove("FAKETIME");
+    match command.spawn() {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "`redis-server` is not on PATH: these tests need a real Redis. \
+             Install it with `apt-get install -y redis-server` (Debian/Ubuntu) and run again."
+        ),
+        Err(e) => panic!("could not start redis-server: {e}"),
+    }
+}
+
+/// Waits until the server at `port` answers PING.
+fn wait_ready(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(output) = Command::new("redis-cli")
+            .args(["-p", &port.to_string(), "PING"])
+            .output()
+        {
+            if String::from_utf8_lossy(&output.stdout).contains("PONG") {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "redis-server on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl RedisServer {
+    /// Starts a server without persistence.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(&["--appendonly", "no"])
+    }
+
+    /// Starts a server with extra arguments.
+    pub fn start_with(args: &[&str]) -> RedisServer {
+        let dir = temp_dir("redis");
+        let port = free_port();
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let child = spawn(port, &dir, &args);
+        wait_ready(port);
+        RedisServer {
+            port,
+            dir,
+            args,
+            child: Some(child),
+            owns_dir: true,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Stops the server: SHUTDOWN (which writes the append-only file), or
+    /// a kill if that does not work.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("redis-cli")
+                .args(["-p", &self.port.to_string(), "SHUTDOWN"])
+                .output();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing is
+    /// answered, as with a hung or partitioned server.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("server running").id();
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// Starts the server again on the same port and directory.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop the server first");
+        self.child = Some(spawn(self.port, &self.dir, &self.args));
+        wait_ready(self.port);
+    }
+
+    /// Runs a redis-cli command against this server and returns its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .arg("-p")
+            .arg(self.port.to_string())
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Redis' `total_commands_processed` (`INFO stats`).
+    pub fn commands_processed(&self) -> u64 {
+        let info = self.cli(&["INFO", "stats"]);
+        info.lines()
+            .find_map(|line| line.strip_prefix("total_commands_processed:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("total_commands_processed in INFO stats")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        if self.owns_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A local Redis Cluster of `n` masters, no replicas.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start(n: usize) -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..n)
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--appendonly",
+                    "no",
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        let output = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &nodes {
+            loop {
+                let info = node.cli(&["CLUSTER", "INFO"]);
+                if info.contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "cluster did not reach cluster_state:ok"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        RedisCluster { nodes }
+    }
+
+    pub fn url(&self) -> String {
+        self.nodes[0].url()
+    }
+}
+
+/// Waits (asynchronously) until `condition` holds, or panics after
+/// `within` saying what was awaited.
+pub async fn eventually<F, Fut>(what: &str, within: Duration, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if condition().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs one worker per queue (claim, record, ack) until `total` jobs were
+/// delivered, then a little longer to catch any extra delivery; returns
+/// every delivery. Workers loop on `next` without a timeout (a `next` cut
+/// short could strand its claim until the lease runs out) and are stopped
+/// only once every job is in.
+pub async fn deliver_all(
+    queues: Vec<tiered_timer_redis::Queue>,
+    total: usize,
+    within: Duration,
+) -> Vec<tiered_timer_redis::JobId> {
+    use std::sync::{Arc, Mutex};
+    let delivered = Arc::new(Mutex::new(Vec::new()));
+    let workers: Vec<_> = queues
+        .into_iter()
+        .map(|queue| {
+            let delivered = delivered.clone();
+            tokio::spawn(async move {
+                loop {
+                    let job = queue.next().await.expect("next");
+                    delivered.lock().unwrap().push(job.id().clone());
+                    job.ack().await.expect("ack");
+                }
+            })
+        })
+        .collect();
+    eventually("every job is delivered", within, || {
+        let n = delivered.lock().unwrap().len();
+        async move { n >= total }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for worker in &workers {
+        assert!(!worker.is_finished(), "a worker failed");
+        worker.abort();
+    }
+    let result = delivered.lock().unwrap().clone();
+    result
+}
