@@ -109,6 +109,8 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+#[cfg(not(loom))]
+pub mod delay_queue;
 mod driver;
 pub mod error;
 #[cfg(all(feature = "hyper", not(loom)))]
@@ -128,6 +130,8 @@ mod wheel;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use crate::driver::loom_api as __loom;
+#[cfg(not(loom))]
+pub use crate::delay_queue::DelayQueue;
 pub use crate::error::Error;
 #[cfg(all(feature = "hyper", not(loom)))]
 pub use crate::hyper_timer::HyperTimer;

@@ -60,6 +60,7 @@ use slab::Slab;
 
 use self::level::Level;
 use self::list::{Links, List};
+pub(crate) use self::list::MAX_ENTRIES;
 use self::queue::{BucketId, BucketQueue};
 
 /// Slab capacity kept when the wheel empties; beyond it the slab is freed.
