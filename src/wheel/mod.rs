@@ -233,11 +233,27 @@ impl<T> Wheel<T> {
     /// key stays valid; later insertions reuse the lowest free slots first.
     pub(crate) fn shrink_to_fit(&mut self) {
         if self.entries.is_empty() {
-            self.entries = Slab::new();
+            self.release();
         } else {
             self.entries.shrink_to_fit();
+            self.queue.shrink_to_fit();
         }
-        self.queue.shrink_to_fit();
+    }
+
+    /// Frees everything an empty wheel holds beyond a fresh one's: the
+    /// slab, the bucket queue (whose items can only name emptied buckets)
+    /// and the overflow levels. The wheel's time stays.
+    fn release(&mut self) {
+        debug_assert!(self.entries.is_empty());
+        self.entries = Slab::new();
+        self.queue = BucketQueue::default();
+        self.due = List::new();
+        self.draining = None;
+        self.levels.truncate(1);
+        for bucket in self.levels[0].buckets.iter_mut() {
+            bucket.list = List::new();
+            bucket.expiration = None;
+        }
     }
 
     /// The value of entry `key`, if there is one.
@@ -328,7 +344,7 @@ impl<T> Wheel<T> {
         if self.entries.is_empty() && self.entries.capacity() > SHRINK_ABOVE {
             // A burst is over: give its memory back. (While entries remain,
             // freed slots are reused, so a steady load does not grow.)
-            self.entries = Slab::new();
+            self.release();
         }
         value
     }

@@ -541,6 +541,31 @@ fn shrink_to_fit_keeps_every_live_key() {
 }
 
 #[test]
+fn an_emptied_wheel_gives_back_its_levels_and_keeps_its_time() {
+    let mut wheel = Wheel::new(4);
+    let keys: Vec<Key> = (0..2_000u32).map(|i| wheel.insert(u64::from(i) * 97, i).0).collect();
+    assert!(wheel.level_count() > 3);
+    assert_eq!(wheel.poll(50), Some(keys[0]));
+    assert_eq!(wheel.poll(50), None);
+    for key in keys {
+        wheel.remove(key);
+    }
+    // More than `SHRINK_ABOVE` entries: released as the last one left.
+    assert_eq!((wheel.level_count(), wheel.capacity()), (1, 0));
+    assert_eq!(wheel.elapsed(), 50);
+    assert_eq!(wheel.next_expiration(), None);
+    // And it works as before.
+    let (key, _) = wheel.insert(1_000, 7);
+    assert_eq!(wheel.poll(999), None);
+    assert_eq!(wheel.poll(1_000), Some(key));
+    wheel.remove(key);
+    wheel.insert(100_000, 8);
+    wheel.remove(0);
+    wheel.shrink_to_fit();
+    assert_eq!((wheel.level_count(), wheel.capacity()), (1, 0));
+}
+
+#[test]
 fn a_slab_slot_is_no_wider_than_its_entry() {
     // The shape of `slab`'s own slot: the packed place's niche holds the
     // tag, so a million timers do not pay a word each for it.
