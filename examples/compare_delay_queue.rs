@@ -57,7 +57,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: the caller's contract is passed on unchanged.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -266,14 +269,19 @@ struct Workload {
     name: &'static str,
     metrics: &'static [(&'static str, Better)],
     heavy: bool,
-    ours: fn() -> Vec<f64>,
-    peer: fn() -> Vec<f64>,
+    ours: Run,
+    peer: Run,
 }
 
 #[derive(Clone, Copy)]
 enum Better {
     Lower,
 }
+
+/// One run of a workload, returning its metrics.
+type Run = fn() -> Vec<f64>;
+/// Each metric's samples, one per round.
+type Samples = Vec<Vec<f64>>;
 
 type Ours = tiered_timer::DelayQueue<u64>;
 type Peer = tokio_util::time::DelayQueue<u64>;
@@ -338,12 +346,12 @@ fn main() {
         } else {
             rounds
         };
-        let mut ours: Vec<Vec<f64>> = vec![Vec::new(); workload.metrics.len()];
-        let mut peer: Vec<Vec<f64>> = vec![Vec::new(); workload.metrics.len()];
+        let mut ours: Samples = vec![Vec::new(); workload.metrics.len()];
+        let mut peer: Samples = vec![Vec::new(); workload.metrics.len()];
         for round in 0..runs {
             // Alternate which goes first, so neither always runs on a
             // warmer (or busier) machine.
-            let order: [(fn() -> Vec<f64>, &mut Vec<Vec<f64>>); 2] = if round % 2 == 0 {
+            let order: [(Run, &mut Samples); 2] = if round % 2 == 0 {
                 [(workload.ours, &mut ours), (workload.peer, &mut peer)]
             } else {
                 [(workload.peer, &mut peer), (workload.ours, &mut ours)]

@@ -76,7 +76,10 @@ async fn main() {
     let ms = move |t: Instant| format!("{:>5.1} ms", (t - start).as_secs_f64() * 1e3);
     let at = move || ms(Instant::now());
     let show = move |purged: Vec<(&str, Instant)>| {
-        let list: Vec<_> = purged.iter().map(|(name, due)| format!("{name} (due at {})", ms(*due))).collect();
+        let list: Vec<_> = purged
+            .iter()
+            .map(|(name, due)| format!("{name} (due at {})", ms(*due)))
+            .collect();
         list.join(", ")
     };
 
@@ -109,7 +112,10 @@ async fn main() {
     println!("[{}] cached s2 again", at());
     while !cache.entries.is_empty() {
         let purged = poll_fn(|cx| cache.poll_purge(cx)).await;
-        assert!(purged.iter().all(|(_, due)| Instant::now() >= *due), "never early");
+        assert!(
+            purged.iter().all(|(_, due)| Instant::now() >= *due),
+            "never early"
+        );
         println!("[{}] expired {}", at(), show(purged));
     }
     assert!(cache.entries.is_empty() && cache.expirations.is_empty());
@@ -120,7 +126,10 @@ async fn main() {
     cache.insert("pinned", "config".to_string());
     let key = cache.entries["pinned"].1;
     let years = (cache.expirations.deadline(&key) - Instant::now()).as_secs() / (365 * 86_400);
-    println!("[{}] pinned an entry: it expires in about {years} years", at());
+    println!(
+        "[{}] pinned an entry: it expires in about {years} years",
+        at()
+    );
 
     println!("all done in {}", at());
 }

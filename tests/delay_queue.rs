@@ -210,17 +210,32 @@ async fn stale_keys_never_alias_a_later_value() {
     assert_eq!(queue.len(), 1);
 
     for (what, call) in [
-        ("remove", Box::new(|q: &mut DelayQueue<&str>| drop(q.remove(&removed))) as Box<dyn Fn(&mut DelayQueue<&str>)>),
-        ("reset", Box::new(|q: &mut DelayQueue<&str>| q.reset(&removed, ms(1)))),
-        ("reset_at", Box::new(|q: &mut DelayQueue<&str>| q.reset_at(&removed, Instant::now()))),
-        ("deadline", Box::new(|q: &mut DelayQueue<&str>| {
-            q.deadline(&removed);
-        })),
+        (
+            "remove",
+            Box::new(|q: &mut DelayQueue<&str>| {
+                q.remove(&removed);
+            }) as Box<dyn Fn(&mut DelayQueue<&str>)>,
+        ),
+        (
+            "reset",
+            Box::new(|q: &mut DelayQueue<&str>| q.reset(&removed, ms(1))),
+        ),
+        (
+            "reset_at",
+            Box::new(|q: &mut DelayQueue<&str>| q.reset_at(&removed, Instant::now())),
+        ),
+        (
+            "deadline",
+            Box::new(|q: &mut DelayQueue<&str>| {
+                q.deadline(&removed);
+            }),
+        ),
     ] {
         let panic = catch_unwind(AssertUnwindSafe(|| call(&mut queue))).expect_err(what);
         let message = panic_message(&*panic);
         assert!(
-            message.contains(&format!("DelayQueue::{what}")) && message.contains("no longer in the queue"),
+            message.contains(&format!("DelayQueue::{what}"))
+                && message.contains("no longer in the queue"),
             "{what}: {message}"
         );
     }
@@ -250,7 +265,10 @@ async fn far_deadlines_are_filed_and_never_panic() {
     assert_eq!(assert_ready_value!(queue), "three years");
     assert_pending!(poll!(queue));
     time::advance(thirty_years).await;
-    let mut rest: Vec<_> = drain(&mut queue).into_iter().map(Expired::into_inner).collect();
+    let mut rest: Vec<_> = drain(&mut queue)
+        .into_iter()
+        .map(Expired::into_inner)
+        .collect();
     rest.sort_unstable();
     assert_eq!(rest, ["duration max", "reset to max"]);
 }
@@ -278,7 +296,9 @@ async fn past_deadlines_come_out_at_once_in_reported_order() {
     let out = drain(&mut queue);
     assert_eq!(out.len(), 2);
     assert!(out[0].deadline() <= out[1].deadline());
-    assert!(out.iter().all(|expired| expired.deadline() <= Instant::now()));
+    assert!(out
+        .iter()
+        .all(|expired| expired.deadline() <= Instant::now()));
 }
 
 #[tokio::test(start_paused = true)]
@@ -302,7 +322,10 @@ async fn poll_expired_spends_the_cooperative_budget() {
     })
     .await;
     assert!(pending, "the budget never ran out");
-    assert!((1..=128).contains(&handed_out), "{handed_out} in one budget");
+    assert!(
+        (1..=128).contains(&handed_out),
+        "{handed_out} in one budget"
+    );
     // The rest come out over later turns.
     let mut rest = 0;
     while poll_fn(|cx| queue.poll_expired(cx)).await.is_some() {
@@ -314,10 +337,7 @@ async fn poll_expired_spends_the_cooperative_budget() {
 #[tokio::test]
 async fn an_explicit_timer_with_a_manual_clock_and_a_coarse_tick() {
     let clock = ManualClock::new();
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .tick(ms(10))
-        .build();
+    let timer = Timer::builder().clock(clock.clone()).tick(ms(10)).build();
     let mut queue = task::spawn(DelayQueue::with_handle(&timer.handle()));
     let start = timer.handle().now();
     queue.insert_at("a", start + ms(15));

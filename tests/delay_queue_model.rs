@@ -114,7 +114,10 @@ impl Harness {
                 if !self.dead.is_empty() {
                     let key = self.dead[i % self.dead.len()];
                     let len = self.queue.len();
-                    prop_assert!(self.queue.try_remove(&key).is_none(), "a stale key found a value");
+                    prop_assert!(
+                        self.queue.try_remove(&key).is_none(),
+                        "a stale key found a value"
+                    );
                     prop_assert_eq!(self.queue.len(), len);
                 }
             }
@@ -131,7 +134,11 @@ impl Harness {
                     let now = Instant::now();
                     let value = *expired.get_ref();
                     let live = self.model.remove(&value);
-                    prop_assert!(live.is_some(), "value {} came out twice or after removal", value);
+                    prop_assert!(
+                        live.is_some(),
+                        "value {} came out twice or after removal",
+                        value
+                    );
                     let live = live.unwrap();
                     prop_assert_eq!(expired.key(), live.key);
                     prop_assert!(now >= live.deadline, "value {} came out early", value);
@@ -161,7 +168,11 @@ impl Harness {
             .filter(|(_, live)| live.deadline + SLACK <= now)
             .map(|(value, _)| value)
             .collect();
-        prop_assert!(overdue.is_empty(), "overdue but still queued: {:?}", overdue);
+        prop_assert!(
+            overdue.is_empty(),
+            "overdue but still queued: {:?}",
+            overdue
+        );
         prop_assert_eq!(self.queue.len(), self.model.len());
         Ok(())
     }
@@ -191,7 +202,11 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     // Everything left comes out once its deadline is reached.
     tokio::time::advance(THIRTY_YEARS + Duration::from_secs(86_400)).await;
     harness.drain()?;
-    prop_assert!(harness.model.is_empty(), "never came out: {:?}", harness.model);
+    prop_assert!(
+        harness.model.is_empty(),
+        "never came out: {:?}",
+        harness.model
+    );
     Ok(())
 }
 

@@ -139,5 +139,11 @@ macro_rules! switch_tests {
     };
 }
 
-switch_tests!(tokio_util_queue, use tokio_util::time::{delay_queue, DelayQueue};);
-switch_tests!(tiered_timer_queue, use tiered_timer::{delay_queue, DelayQueue};);
+switch_tests!(
+    tokio_util_queue,
+    use tokio_util::time::{delay_queue, DelayQueue};
+);
+switch_tests!(
+    tiered_timer_queue,
+    use tiered_timer::{delay_queue, DelayQueue};
+);

@@ -106,7 +106,10 @@ impl List {
     }
 
     /// The keys in order, first to last.
-    pub(super) fn iter<'a, T>(&self, entries: &'a Slab<Entry<T>>) -> impl Iterator<Item = Link> + 'a {
+    pub(super) fn iter<'a, T>(
+        &self,
+        entries: &'a Slab<Entry<T>>,
+    ) -> impl Iterator<Item = Link> + 'a {
         let mut next = self.head;
         std::iter::from_fn(move || {
             if next == NIL {

@@ -59,8 +59,8 @@ use std::num::NonZeroU32;
 use slab::Slab;
 
 use self::level::Level;
-use self::list::{Links, List};
 pub(crate) use self::list::MAX_ENTRIES;
+use self::list::{Links, List};
 use self::queue::{BucketId, BucketQueue};
 
 /// Slab capacity kept when the wheel empties; beyond it the slab is freed.
@@ -436,14 +436,18 @@ impl<T> Wheel<T> {
             .iter()
             .enumerate()
             .flat_map(|(level, wheel)| {
-                wheel.buckets.iter().enumerate().filter_map(move |(slot, bucket)| {
-                    let expiration = bucket.expiration?;
-                    let id = BucketId {
-                        level: level as u8,
-                        slot: slot as u32,
-                    };
-                    (!bucket.list.is_empty()).then_some((expiration, id))
-                })
+                wheel
+                    .buckets
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(slot, bucket)| {
+                        let expiration = bucket.expiration?;
+                        let id = BucketId {
+                            level: level as u8,
+                            slot: slot as u32,
+                        };
+                        (!bucket.list.is_empty()).then_some((expiration, id))
+                    })
             })
             .chain(self.draining.map(|id| (self.elapsed, id)))
             .collect();

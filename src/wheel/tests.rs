@@ -517,7 +517,9 @@ fn peek_names_the_earliest_entry_of_a_coarse_bucket() {
 #[test]
 fn shrink_to_fit_keeps_every_live_key() {
     let mut wheel = Wheel::new(64);
-    let keys: Vec<Key> = (0..10_000u32).map(|i| wheel.insert(u64::from(i) + 1, i).0).collect();
+    let keys: Vec<Key> = (0..10_000u32)
+        .map(|i| wheel.insert(u64::from(i) + 1, i).0)
+        .collect();
     let grown = wheel.capacity();
     // Keep a low key and a middle one; free everything above the middle.
     for (i, &key) in keys.iter().enumerate() {
@@ -543,7 +545,9 @@ fn shrink_to_fit_keeps_every_live_key() {
 #[test]
 fn an_emptied_wheel_gives_back_its_levels_and_keeps_its_time() {
     let mut wheel = Wheel::new(4);
-    let keys: Vec<Key> = (0..2_000u32).map(|i| wheel.insert(u64::from(i) * 97, i).0).collect();
+    let keys: Vec<Key> = (0..2_000u32)
+        .map(|i| wheel.insert(u64::from(i) * 97, i).0)
+        .collect();
     assert!(wheel.level_count() > 3);
     assert_eq!(wheel.poll(50), Some(keys[0]));
     assert_eq!(wheel.poll(50), None);
@@ -584,4 +588,3 @@ fn a_slab_slot_is_no_wider_than_its_entry() {
         40
     );
 }
-
