@@ -3,10 +3,10 @@
 //!
 //! # Design
 //!
-//! The queue owns a [`Wheel`] of its own: no lock, no driver task, no
-//! sharing. Its owner's calls move it: `insert`, `reset` and `remove` file
-//! and unfile entries in O(1), and [`DelayQueue::poll_expired`] hands out
-//! what is due. To be woken, the queue keeps **one** [`Sleep`] of this
+//! The queue owns a timing wheel of its own (the crate's pure core, which
+//! the timers use too): no lock, no driver task, no sharing. Its owner's
+//! calls move it: `insert`, `reset` and `remove` file and unfile entries in
+//! O(1), and [`DelayQueue::poll_expired`] hands out what is due. To be woken, the queue keeps **one** [`Sleep`] of this
 //! crate, set to the start of the wheel's earliest bucket and reset in
 //! place as that moves; its timer (the current runtime's default timer, or
 //! the one given to [`DelayQueue::with_handle`]) supplies the clock and the
@@ -25,14 +25,6 @@
 //! insertions, kept in the entry. A key whose value has left the queue
 //! (polled out, removed, cleared) never matches again, even once its slot
 //! holds another value: the stamps differ.
-//!
-//! # Ground rules
-//!
-//! Everything is behind `&mut self`: the queue is plain data plus one
-//! `Sleep`. The only other party is the timer's driver, which wakes the
-//! sleep's waker; the queue never touches the timer's locks except through
-//! that `Sleep` (resetting it earlier, or after it fired, takes its shard's
-//! lock once).
 
 use std::fmt;
 use std::pin::Pin;
@@ -44,6 +36,13 @@ use crate::driver::Config;
 use crate::timer::far_future;
 use crate::wheel::{self, Polled, Wheel};
 use crate::{Handle, Instant, Sleep};
+
+// Ground rules: everything is behind `&mut self`; the queue is plain data
+// plus one `Sleep`. The only other party is the timer's driver, which wakes
+// that sleep's waker; the queue touches the timer's locks only through the
+// `Sleep` (resetting it earlier, or after it fired, takes its shard's lock
+// once). The queue's own waker is woken only from `&mut self` methods, never
+// with a lock held.
 
 /// Most cascade steps (each moving a few dozen entries of a coarse bucket
 /// into finer ones) one `poll_expired` takes before it yields.
