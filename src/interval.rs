@@ -371,9 +371,10 @@ impl Interval {
 /// # async fn main() {
 /// let start = Instant::now();
 /// let mut ticks = interval(Duration::from_millis(10));
-/// let mut next = || poll_fn(|cx| Pin::new(&mut ticks).poll_next(cx));
-/// assert_eq!(next().await, Some(start));
-/// assert_eq!(next().await, Some(start + Duration::from_millis(10)));
+/// let first = poll_fn(|cx| Pin::new(&mut ticks).poll_next(cx)).await;
+/// assert_eq!(first, Some(start));
+/// let second = poll_fn(|cx| Pin::new(&mut ticks).poll_next(cx)).await;
+/// assert_eq!(second, Some(start + Duration::from_millis(10)));
 /// # }
 /// ```
 impl futures_core::Stream for Interval {

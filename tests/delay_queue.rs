@@ -274,6 +274,39 @@ async fn far_deadlines_are_filed_and_never_panic() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn instants_beyond_the_timers_range_are_clamped_not_panicking() {
+    let mut queue = DelayQueue::new();
+    let start = Instant::now();
+    // Some 146 billion years: far past the default timer's last tick (146
+    // million years away), though `Instant` can hold it.
+    let Some(beyond) = start.checked_add(Duration::from_secs(1 << 62)) else {
+        return; // an `Instant` that cannot hold it is the `Duration::MAX` case
+    };
+    let thirty_years = Duration::from_secs(30 * 365 * 86_400);
+    let key = queue.insert_at("beyond", beyond);
+    assert!(queue.deadline(&key) >= start + thirty_years);
+    assert!(queue.deadline(&key) < start + thirty_years + Duration::from_secs(86_400));
+    let other = queue.insert("soon", ms(1));
+    queue.reset_at(&other, beyond);
+    assert_eq!(queue.deadline(&other), queue.deadline(&key));
+    // Far but within range: filed where it was asked, no clamp.
+    let far = start + Duration::from_secs(1 << 40);
+    let kept = queue.insert_at("35 000 years", far);
+    assert!(queue.deadline(&kept) >= far);
+    assert!(queue.deadline(&kept) < far + ms(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reserving_past_the_limit_panics_with_a_clear_message() {
+    let mut queue: DelayQueue<u8> = DelayQueue::new();
+    let panic = catch_unwind(AssertUnwindSafe(|| queue.reserve(usize::MAX))).unwrap_err();
+    let message = panic_message(&*panic);
+    assert!(message.contains("DelayQueue::reserve"), "{message}");
+    queue.insert(1, ms(1));
+    assert_eq!(queue.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn auto_advance_reaches_a_clamped_deadline() {
     let mut queue = DelayQueue::new();
     queue.insert("never, really", Duration::MAX);

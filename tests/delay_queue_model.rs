@@ -28,6 +28,7 @@ enum Op {
     Remove(usize),
     Reset(usize, Duration),
     TryStale(usize),
+    Clear,
     Advance(Duration),
 }
 
@@ -47,6 +48,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(Op::Remove),
         3 => (any::<usize>(), delay()).prop_map(|(i, d)| Op::Reset(i, d)),
         1 => any::<usize>().prop_map(Op::TryStale),
+        1 => Just(Op::Clear),
         4 => (0u64..5_000).prop_map(|us| Op::Advance(Duration::from_micros(us))),
     ]
 }
@@ -121,6 +123,11 @@ impl Harness {
                     prop_assert_eq!(self.queue.len(), len);
                 }
             }
+            Op::Clear => {
+                self.queue.clear();
+                self.dead.extend(self.model.values().map(|live| live.key));
+                self.model.clear();
+            }
             Op::Advance(_) => unreachable!("handled by the caller"),
         }
         Ok(())
@@ -128,9 +135,14 @@ impl Harness {
 
     /// Polls until nothing is due, checking each value that comes out.
     fn drain(&mut self) -> Result<(), TestCaseError> {
+        // `peek` names a value with the deadline of the next one out.
+        let mut peeked = self.queue.peek().map(|key| self.queue.deadline(&key));
         loop {
             match self.queue.enter(|cx, mut queue| queue.poll_expired(cx)) {
                 Poll::Ready(Some(expired)) => {
+                    if let Some(deadline) = peeked.take() {
+                        prop_assert_eq!(expired.deadline(), deadline, "peek named a later value");
+                    }
                     let now = Instant::now();
                     let value = *expired.get_ref();
                     let live = self.model.remove(&value);
