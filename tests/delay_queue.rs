@@ -367,6 +367,59 @@ async fn poll_expired_spends_the_cooperative_budget() {
     assert_eq!(handed_out + rest, 10_000);
 }
 
+/// Counts its wakes.
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_big_coarse_bucket_is_moved_down_over_several_polls() {
+    let mut queue = DelayQueue::new();
+    // An hour out, 100 000 values share one coarse bucket; when it comes
+    // due they are moved into finer ones, a bounded number per poll.
+    let far = Instant::now() + Duration::from_secs(3600);
+    for i in 0..100_000u64 {
+        queue.insert_at(i, far + Duration::from_micros(i * 10));
+    }
+    time::advance(Duration::from_secs(3602)).await;
+    let wakes = std::sync::Arc::new(CountingWaker(Default::default()));
+    let waker = std::task::Waker::from(wakes.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    // Outside tokio's budget, to see the queue's own bound.
+    let (out, yields) = tokio::task::unconstrained(async {
+        let (mut out, mut yields) = (0u64, 0u64);
+        loop {
+            let before = wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+            match queue.poll_expired(&mut cx) {
+                Poll::Ready(Some(expired)) => {
+                    assert_eq!(expired.into_inner(), out, "in deadline order");
+                    out += 1;
+                }
+                Poll::Ready(None) => break,
+                Poll::Pending => {
+                    // Everything is due: a `Pending` is the queue yielding
+                    // mid-bucket, and it must have asked to be polled again.
+                    let after = wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+                    assert!(after > before, "yielded without a wake-up");
+                    yields += 1;
+                }
+            }
+        }
+        (out, yields)
+    })
+    .await;
+    assert_eq!(out, 100_000);
+    assert!(yields >= 1, "a 100 000-value bucket moved down in one poll");
+}
+
 #[tokio::test]
 async fn an_explicit_timer_with_a_manual_clock_and_a_coarse_tick() {
     let clock = ManualClock::new();
