@@ -350,7 +350,7 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn with_capacity(capacity: usize) -> DelayQueue<T> {
-        DelayQueue::build(Config::default().wheel_size, capacity, None)
+        DelayQueue::build(Config::default().wheel_size, capacity)
     }
 
     /// Creates an empty queue on the timer of `handle`: its clock (such as a
@@ -393,18 +393,18 @@ impl<T> DelayQueue<T> {
     /// ```
     pub fn with_capacity_and_handle(capacity: usize, handle: &Handle) -> DelayQueue<T> {
         let wheel_size = handle.shared.config().wheel_size;
-        let mut queue = DelayQueue::build(wheel_size, capacity, None);
+        let mut queue = DelayQueue::build(wheel_size, capacity);
         queue.timer = Some(QueueTimer::new(handle.clone()));
         queue.catch_up();
         queue
     }
 
-    fn build(wheel_size: usize, capacity: usize, timer: Option<QueueTimer>) -> DelayQueue<T> {
+    fn build(wheel_size: usize, capacity: usize) -> DelayQueue<T> {
         let mut wheel = Wheel::new(wheel_size);
         wheel.reserve(capacity);
         DelayQueue {
             wheel,
-            timer,
+            timer: None,
             armed: None,
             reached: 0,
             waker: None,
@@ -1094,10 +1094,6 @@ impl<T> futures_core::Stream for DelayQueue<T> {
     /// empty, and more items after a later insertion.
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         self.get_mut().poll_expired(cx)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (0, None)
     }
 }
 
