@@ -434,7 +434,9 @@ impl<T> DelayQueue<T> {
     /// Inserts `value`, to come out once `when` is reached, and returns its
     /// key.
     ///
-    /// A `when` already passed makes the value due at once. A `when` beyond
+    /// The value comes out at the first tick boundary of the queue's timer at
+    /// or after `when` (so a `when` in the past is due at once, and one
+    /// within the current tick at its end, as for a sleep). A `when` beyond
     /// what the timer can represent (past its last tick, hundreds of
     /// millions of years away at the default tick) is clamped to about 30
     /// years from now; no deadline panics.
@@ -468,7 +470,8 @@ impl<T> DelayQueue<T> {
     /// Inserts `value`, to come out once `timeout` has elapsed, and returns
     /// its key.
     ///
-    /// A zero `timeout` makes the value due at once; one too large for an
+    /// A zero `timeout` makes the value due at the end of the current tick
+    /// at the latest; one too large for an
     /// [`Instant`] (such as [`Duration::MAX`]) is clamped to about 30 years,
     /// as tokio clamps `sleep(Duration::MAX)`: it does not panic.
     ///
