@@ -354,3 +354,38 @@ impl Interval {
         Pin::new(&mut self.delay).reset(deadline);
     }
 }
+
+/// An `Interval` is a stream of its ticks, each the instant it was
+/// scheduled for; it never ends. (tokio's needs `tokio-stream`'s
+/// `IntervalStream` wrapper for this.)
+///
+/// # Examples
+///
+/// ```
+/// use std::future::poll_fn;
+/// use std::pin::Pin;
+/// use std::time::Duration;
+/// use futures_core::Stream;
+/// use tiered_timer::{interval, Instant};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let start = Instant::now();
+/// let mut ticks = interval(Duration::from_millis(10));
+/// let first = poll_fn(|cx| Pin::new(&mut ticks).poll_next(cx)).await;
+/// assert_eq!(first, Some(start));
+/// let second = poll_fn(|cx| Pin::new(&mut ticks).poll_next(cx)).await;
+/// assert_eq!(second, Some(start + Duration::from_millis(10)));
+/// # }
+/// ```
+impl futures_core::Stream for Interval {
+    type Item = Instant;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
+        self.get_mut().poll_tick(cx).map(Some)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (usize::MAX, None)
+    }
+}

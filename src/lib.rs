@@ -41,6 +41,29 @@
 //!   services in one line.
 //! * The [`clock`] module makes the time source pluggable: tokio's clock by
 //!   default, or a [`ManualClock`](clock::ManualClock) for simulations.
+//! * [`DelayQueue`] holds values until their deadlines, with the API of
+//!   `tokio_util::time::DelayQueue` (switching is a change of imports) on
+//!   this crate's wheel: never early, no range limit, keys that never name
+//!   another value, memory returned without remapping keys, and a fair
+//!   `poll_expired`. [`delay_queue`] has its [`Key`](delay_queue::Key) and
+//!   [`Expired`](delay_queue::Expired). [`Interval`] and [`DelayQueue`] are
+//!   `futures_core::Stream`s.
+//!
+//! ```
+//! use std::future::poll_fn;
+//! use std::time::Duration;
+//! use tiered_timer::DelayQueue;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let mut queue = DelayQueue::new();
+//! let key = queue.insert("retry job 7", Duration::from_secs(5));
+//! queue.insert("retry job 8", Duration::from_secs(1));
+//! queue.reset(&key, Duration::from_secs(2));
+//! let first = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
+//! assert_eq!(first.into_inner(), "retry job 8");
+//! # }
+//! ```
 //!
 //! # Design
 //!
@@ -126,6 +149,8 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+#[cfg(not(loom))]
+pub mod delay_queue;
 mod driver;
 pub mod error;
 #[cfg(all(feature = "hyper", not(loom)))]
@@ -144,6 +169,8 @@ mod timer;
 pub mod tower;
 mod wheel;
 
+#[cfg(not(loom))]
+pub use crate::delay_queue::DelayQueue;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use crate::driver::loom_api as __loom;

@@ -143,6 +143,11 @@ impl Ticks {
 
     /// The instant of tick boundary `tick`, if `Instant` can represent it.
     fn checked_instant_of(&self, tick: u64) -> Option<Instant> {
+        if let Some(nanos) = tick.checked_mul(self.tick_ns) {
+            // Within 584 years: no 128-bit division (a `DelayQueue` reports
+            // a deadline for every value it hands out).
+            return self.origin.checked_add(Duration::from_nanos(nanos));
+        }
         let nanos = u128::from(tick) * u128::from(self.tick_ns);
         let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
         let offset = Duration::new(secs, (nanos % 1_000_000_000) as u32);

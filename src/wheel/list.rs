@@ -100,6 +100,27 @@ impl List {
         self.tail = key;
     }
 
+    /// The first key, if any.
+    pub(super) fn front(&self) -> Option<Link> {
+        (self.head != NIL).then_some(self.head)
+    }
+
+    /// The keys in order, first to last.
+    pub(super) fn iter<'a, T>(
+        &self,
+        entries: &'a Slab<Entry<T>>,
+    ) -> impl Iterator<Item = Link> + 'a {
+        let mut next = self.head;
+        std::iter::from_fn(move || {
+            if next == NIL {
+                return None;
+            }
+            let key = next;
+            next = entries[key].links.next();
+            Some(key)
+        })
+    }
+
     /// Removes and returns the first key.
     pub(super) fn pop_front<T>(&mut self, entries: &mut Slab<Entry<T>>) -> Option<Link> {
         if self.head == NIL {

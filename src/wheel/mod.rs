@@ -54,9 +54,12 @@ pub(crate) mod fuzz;
 #[cfg(test)]
 mod tests;
 
+use std::num::NonZeroU32;
+
 use slab::Slab;
 
 use self::level::Level;
+pub(crate) use self::list::MAX_ENTRIES;
 use self::list::{Links, List};
 use self::queue::{BucketId, BucketQueue};
 
@@ -73,8 +76,9 @@ pub(crate) struct Entry<T> {
     deadline: u64,
     links: Links,
     /// A [`Place`], packed in 32 bits ([`Place::pack`]): every timer
-    /// carries one.
-    place: u32,
+    /// carries one. Never zero, which gives the slab's vacant/occupied
+    /// tag a niche: a slab slot is no wider than the entry.
+    place: NonZeroU32,
 }
 
 /// Which list holds an entry.
@@ -89,31 +93,40 @@ enum Place {
 }
 
 impl Place {
-    const UNFILED: u32 = u32::MAX;
-    const DUE: u32 = u32::MAX - 1;
+    const UNFILED: NonZeroU32 = NonZeroU32::MAX;
+    const DUE: NonZeroU32 = match NonZeroU32::new(u32::MAX - 1) {
+        Some(due) => due,
+        None => panic!("u32::MAX - 1 is not zero"),
+    };
     /// Bits of a packed bucket id that hold the slot (a wheel has at most
     /// 2^20 slots; above them, the level, at most 64).
     const SLOT_BITS: u32 = 20;
 
-    fn pack(self) -> u32 {
+    /// Packs a place in a non-zero word: a bucket id plus one (at most
+    /// `64 << 20`), or one of the two top values.
+    fn pack(self) -> NonZeroU32 {
         match self {
             Place::Unfiled => Place::UNFILED,
             Place::Due => Place::DUE,
             Place::Bucket(id) => {
                 debug_assert!(id.slot < 1 << Place::SLOT_BITS);
-                (u32::from(id.level) << Place::SLOT_BITS) | id.slot
+                let id = (u32::from(id.level) << Place::SLOT_BITS) | id.slot;
+                NonZeroU32::MIN.saturating_add(id)
             }
         }
     }
 
-    fn unpack(packed: u32) -> Place {
+    fn unpack(packed: NonZeroU32) -> Place {
         match packed {
             Place::UNFILED => Place::Unfiled,
             Place::DUE => Place::Due,
-            id => Place::Bucket(BucketId {
-                level: (id >> Place::SLOT_BITS) as u8,
-                slot: id & ((1 << Place::SLOT_BITS) - 1),
-            }),
+            packed => {
+                let id = packed.get() - 1;
+                Place::Bucket(BucketId {
+                    level: (id >> Place::SLOT_BITS) as u8,
+                    slot: id & ((1 << Place::SLOT_BITS) - 1),
+                })
+            }
         }
     }
 }
@@ -200,9 +213,52 @@ impl<T> Wheel<T> {
     }
 
     /// How many entries the wheel holds, filed or not.
-    #[cfg(any(test, fuzzing))]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// How many entries the wheel can hold without reallocating its slab.
+    pub(crate) fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// Makes room for at least `additional` more entries (see
+    /// [`Slab::reserve`]).
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
+    }
+
+    /// Returns unused memory: the slab's vacant slots past its highest
+    /// entry, and the bucket queue's spare room. No entry moves, so every
+    /// key stays valid; later insertions reuse the lowest free slots first.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        if self.entries.is_empty() {
+            self.release();
+        } else {
+            self.entries.shrink_to_fit();
+            self.queue.shrink_to_fit();
+        }
+    }
+
+    /// Frees everything an empty wheel holds beyond a fresh one's: the
+    /// slab, the bucket queue (whose items can only name emptied buckets)
+    /// and the overflow levels. The wheel's time stays.
+    fn release(&mut self) {
+        debug_assert!(self.entries.is_empty());
+        self.entries = Slab::new();
+        self.queue = BucketQueue::default();
+        self.due = List::new();
+        self.draining = None;
+        self.levels.truncate(1);
+        for bucket in self.levels[0].buckets.iter_mut() {
+            bucket.list = List::new();
+            bucket.expiration = None;
+        }
+    }
+
+    /// The value of entry `key`, if there is one.
+    pub(crate) fn get(&self, key: Key) -> Option<&T> {
+        self.entries.get(key).map(|entry| &entry.value)
     }
 
     /// How many levels exist (they are created lazily).
@@ -288,7 +344,7 @@ impl<T> Wheel<T> {
         if self.entries.is_empty() && self.entries.capacity() > SHRINK_ABOVE {
             // A burst is over: give its memory back. (While entries remain,
             // freed slots are reused, so a steady load does not grow.)
-            self.entries = Slab::new();
+            self.release();
         }
         value
     }
@@ -299,7 +355,6 @@ impl<T> Wheel<T> {
     }
 
     /// The deadline of entry `key`, in ticks.
-    #[cfg(test)]
     pub(crate) fn deadline(&self, key: Key) -> u64 {
         self.entries[key].deadline
     }
@@ -361,6 +416,56 @@ impl<T> Wheel<T> {
             self.discard_head(expiration, id);
         }
         None
+    }
+
+    /// An entry with the earliest deadline: the first already due if any,
+    /// else a filed entry whose deadline no other beats (among equal
+    /// deadlines, which one is unspecified). `None` when nothing is filed.
+    ///
+    /// Walks the non-empty buckets in order of their start until the
+    /// start passes the best deadline found: for occasional use.
+    pub(crate) fn peek(&self) -> Option<Key> {
+        if let Some(key) = self.due.front() {
+            return Some(key);
+        }
+        // Buckets of different levels may overlap (each level's rotation
+        // slides with the wheel's time, as in Kafka's), so the earliest
+        // deadline is in some bucket that starts no later than it.
+        let mut buckets: Vec<(u64, BucketId)> = self
+            .levels
+            .iter()
+            .enumerate()
+            .flat_map(|(level, wheel)| {
+                wheel
+                    .buckets
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(slot, bucket)| {
+                        let expiration = bucket.expiration?;
+                        let id = BucketId {
+                            level: level as u8,
+                            slot: slot as u32,
+                        };
+                        (!bucket.list.is_empty()).then_some((expiration, id))
+                    })
+            })
+            .chain(self.draining.map(|id| (self.elapsed, id)))
+            .collect();
+        buckets.sort_unstable();
+        let mut best: Option<(u64, Key)> = None;
+        for (start, id) in buckets {
+            if best.is_some_and(|(earliest, _)| start > earliest) {
+                break;
+            }
+            let bucket = &self.levels[id.level as usize].buckets[id.slot as usize];
+            for key in bucket.list.iter(&self.entries) {
+                let deadline = self.entries[key].deadline;
+                if best.is_none_or(|(earliest, _)| deadline < earliest) {
+                    best = Some((deadline, key));
+                }
+            }
+        }
+        best.map(|(_, key)| key)
     }
 
     /// Hands out the next entry whose deadline is at or before `now`, in

@@ -32,6 +32,11 @@ impl BucketQueue {
         self.heap.peek().map(|Reverse(item)| *item)
     }
 
+    /// Returns the heap's spare room.
+    pub(super) fn shrink_to_fit(&mut self) {
+        self.heap.shrink_to_fit();
+    }
+
     pub(super) fn pop(&mut self) -> Option<(u64, BucketId)> {
         let item = self.heap.pop().map(|Reverse(item)| item);
         if self.heap.is_empty() && self.heap.capacity() > 1024 {

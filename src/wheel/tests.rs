@@ -442,15 +442,19 @@ proptest! {
                     }
                 }
                 LagOp::Poll => {
+                    let mut peeked = peek_with_deadline(&wheel);
                     while let Some(key) = wheel.poll(now) {
+                        check_peeked(&wheel, &mut peeked, key)?;
                         hand_out(&mut wheel, &mut model, key, now)?;
                     }
                     check_none_overdue(&model, now)?;
                 }
                 LagOp::Steps(n) => {
+                    let mut peeked = peek_with_deadline(&wheel);
                     for _ in 0..n {
                         match wheel.poll_step(now) {
                             Polled::Due(key) => {
+                                check_peeked(&wheel, &mut peeked, key)?;
                                 hand_out(&mut wheel, &mut model, key, now)?;
                             }
                             Polled::Busy => {}
@@ -461,6 +465,126 @@ proptest! {
             }
             check_next_expiration(&mut wheel, &model)?;
             prop_assert_eq!(wheel.len(), model.len());
+            prop_assert_eq!(wheel.peek().is_none(), model.is_empty());
         }
     }
+}
+
+/// The first entry handed out after a `peek` has the deadline of the one
+/// it named (which of several due at the same tick is unspecified).
+fn check_peeked(
+    wheel: &Wheel<u32>,
+    peeked: &mut Option<(Key, u64)>,
+    key: Key,
+) -> Result<(), TestCaseError> {
+    if let Some((expected, deadline)) = peeked.take() {
+        prop_assert_eq!(
+            wheel.deadline(key),
+            deadline,
+            "peek named {} but {} came out first",
+            expected,
+            key
+        );
+    }
+    Ok(())
+}
+
+/// What `peek` names, with its deadline.
+fn peek_with_deadline(wheel: &Wheel<u32>) -> Option<(Key, u64)> {
+    wheel.peek().map(|key| (key, wheel.deadline(key)))
+}
+
+#[test]
+fn peek_names_the_earliest_entry_of_a_coarse_bucket() {
+    let mut wheel = Wheel::new(4);
+    // Level 1 (ticks 4..16): one bucket holds 13, 9 and 11.
+    let (late, _) = wheel.insert(13, 0u32);
+    let (early, _) = wheel.insert(9, 1);
+    wheel.insert(11, 2);
+    assert_eq!(wheel.peek(), Some(early));
+    assert_eq!(wheel.remove(early), 1);
+    assert_ne!(wheel.peek(), Some(late));
+    // Something already due comes first.
+    let (due, _) = wheel.insert(0, 3);
+    assert_eq!(wheel.peek(), Some(due));
+    assert_eq!(wheel.poll(0), Some(due));
+    wheel.remove(due);
+    let mut empty: Wheel<u32> = Wheel::new(4);
+    assert_eq!(empty.peek(), None);
+    assert_eq!(empty.poll(100), None);
+}
+
+#[test]
+fn shrink_to_fit_keeps_every_live_key() {
+    let mut wheel = Wheel::new(64);
+    let keys: Vec<Key> = (0..10_000u32)
+        .map(|i| wheel.insert(u64::from(i) + 1, i).0)
+        .collect();
+    let grown = wheel.capacity();
+    // Keep a low key and a middle one; free everything above the middle.
+    for (i, &key) in keys.iter().enumerate() {
+        if i != 10 && i != 5_000 {
+            wheel.remove(key);
+        }
+    }
+    wheel.shrink_to_fit();
+    assert!(wheel.capacity() <= 5_001 && wheel.capacity() < grown);
+    assert_eq!(wheel.get(keys[10]), Some(&10));
+    assert_eq!(wheel.get(keys[5_000]), Some(&5_000));
+    // Both still fire, at their deadlines.
+    assert_eq!(wheel.poll(11), Some(keys[10]));
+    assert_eq!(wheel.poll(5_000), None);
+    assert_eq!(wheel.poll(5_001), Some(keys[5_000]));
+    // Freed low slots are reused first.
+    let (key, _) = wheel.insert(99_999, 1);
+    assert!(key < 5_000);
+    wheel.reserve(100);
+    assert!(wheel.capacity() >= wheel.len() + 100);
+}
+
+#[test]
+fn an_emptied_wheel_gives_back_its_levels_and_keeps_its_time() {
+    let mut wheel = Wheel::new(4);
+    let keys: Vec<Key> = (0..2_000u32)
+        .map(|i| wheel.insert(u64::from(i) * 97, i).0)
+        .collect();
+    assert!(wheel.level_count() > 3);
+    assert_eq!(wheel.poll(50), Some(keys[0]));
+    assert_eq!(wheel.poll(50), None);
+    for key in keys {
+        wheel.remove(key);
+    }
+    // More than `SHRINK_ABOVE` entries: released as the last one left.
+    assert_eq!((wheel.level_count(), wheel.capacity()), (1, 0));
+    assert_eq!(wheel.elapsed(), 50);
+    assert_eq!(wheel.next_expiration(), None);
+    // And it works as before.
+    let (key, _) = wheel.insert(1_000, 7);
+    assert_eq!(wheel.poll(999), None);
+    assert_eq!(wheel.poll(1_000), Some(key));
+    wheel.remove(key);
+    wheel.insert(100_000, 8);
+    wheel.remove(0);
+    wheel.shrink_to_fit();
+    assert_eq!((wheel.level_count(), wheel.capacity()), (1, 0));
+}
+
+#[test]
+fn a_slab_slot_is_no_wider_than_its_entry() {
+    // The shape of `slab`'s own slot: the packed place's niche holds the
+    // tag, so a million timers do not pay a word each for it.
+    #[allow(dead_code)]
+    enum SlabSlot<T> {
+        Vacant(usize),
+        Occupied(T),
+    }
+    assert_eq!(
+        std::mem::size_of::<SlabSlot<super::Entry<u64>>>(),
+        std::mem::size_of::<super::Entry<u64>>()
+    );
+    assert_eq!(std::mem::size_of::<super::Entry<u64>>(), 32);
+    assert_eq!(
+        std::mem::size_of::<SlabSlot<super::Entry<std::task::Waker>>>(),
+        40
+    );
 }
