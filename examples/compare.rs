@@ -141,7 +141,10 @@ impl Imp {
     }
 
     fn parse(name: &str) -> Option<Imp> {
-        Imp::ALL.iter().copied().find(|imp| imp.name() == name.trim())
+        Imp::ALL
+            .iter()
+            .copied()
+            .find(|imp| imp.name() == name.trim())
     }
 }
 
@@ -369,7 +372,12 @@ fn guard_idle_server(imp: Imp) -> Option<Vec<f64>> {
     }
     let rt = server_runtime();
     let _in_rt = rt.enter();
-    let ns = with_guard!(imp, PendingOnce::by_hand(), guards_by_hand, guards_by_hand_count());
+    let ns = with_guard!(
+        imp,
+        PendingOnce::by_hand(),
+        guards_by_hand,
+        guards_by_hand_count()
+    );
     Some(vec![ns])
 }
 
@@ -386,7 +394,12 @@ fn guard_busy_server(imp: Imp) -> Option<Vec<f64>> {
     let _in_rt = rt.enter();
     let mut cx = Context::from_waker(Waker::noop());
     let mut others: Vec<_> = (0..BUSY_OTHERS)
-        .map(|i| boxed_sleep(imp, Duration::from_secs(20) + Duration::from_micros(i * 100)))
+        .map(|i| {
+            boxed_sleep(
+                imp,
+                Duration::from_secs(20) + Duration::from_micros(i * 100),
+            )
+        })
         .collect();
     for other in &mut others {
         assert!(other.as_mut().poll(&mut cx).is_pending());
