@@ -1058,7 +1058,7 @@ mod tests {
     use super::*;
 
     /// One wheel slot per pending timer: a sleep's waker and no more, so a
-    /// slab slot (entry, links, deadline and slot) stays at 48 bytes.
+    /// slab slot (entry, links, deadline and slot) stays at 40 bytes.
     #[test]
     fn a_slot_is_one_waker() {
         assert_eq!(std::mem::size_of::<Slot>(), std::mem::size_of::<Waker>());

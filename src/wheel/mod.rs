@@ -54,6 +54,8 @@ pub(crate) mod fuzz;
 #[cfg(test)]
 mod tests;
 
+use std::num::NonZeroU32;
+
 use slab::Slab;
 
 use self::level::Level;
@@ -73,8 +75,10 @@ pub(crate) struct Entry<T> {
     deadline: u64,
     links: Links,
     /// A [`Place`], packed in 32 bits ([`Place::pack`]): every timer
-    /// carries one.
-    place: u32,
+    /// carries one. Never zero, so the slab's own vacant/occupied tag fits
+    /// in that niche instead of taking a word of its own (a slab slot is 40
+    /// bytes, not 48).
+    place: NonZeroU32,
 }
 
 /// Which list holds an entry.
@@ -89,30 +93,37 @@ enum Place {
 }
 
 impl Place {
-    const UNFILED: u32 = u32::MAX;
-    const DUE: u32 = u32::MAX - 1;
+    const UNFILED: NonZeroU32 = NonZeroU32::MAX;
+    const DUE: NonZeroU32 = NonZeroU32::new(u32::MAX - 1).unwrap();
     /// Bits of a packed bucket id that hold the slot (a wheel has at most
     /// 2^20 slots; above them, the level, at most 64).
     const SLOT_BITS: u32 = 20;
 
-    fn pack(self) -> u32 {
+    /// Set in every packed bucket id, so it is never zero; `unpack` drops
+    /// it by truncating the level to 8 bits (levels are at most 64).
+    const BUCKET: u32 = 1 << 31;
+
+    /// A bucket packs to [`Place::BUCKET`], its level and its slot: at
+    /// most `2^31 + 2^27`, below both constants.
+    fn pack(self) -> NonZeroU32 {
         match self {
             Place::Unfiled => Place::UNFILED,
             Place::Due => Place::DUE,
             Place::Bucket(id) => {
                 debug_assert!(id.slot < 1 << Place::SLOT_BITS);
-                (u32::from(id.level) << Place::SLOT_BITS) | id.slot
+                let packed = Place::BUCKET | (u32::from(id.level) << Place::SLOT_BITS) | id.slot;
+                NonZeroU32::new(packed).expect("the bucket bit is set")
             }
         }
     }
 
-    fn unpack(packed: u32) -> Place {
+    fn unpack(packed: NonZeroU32) -> Place {
         match packed {
             Place::UNFILED => Place::Unfiled,
             Place::DUE => Place::Due,
             id => Place::Bucket(BucketId {
-                level: (id >> Place::SLOT_BITS) as u8,
-                slot: id & ((1 << Place::SLOT_BITS) - 1),
+                level: (id.get() >> Place::SLOT_BITS) as u8,
+                slot: id.get() & ((1 << Place::SLOT_BITS) - 1),
             }),
         }
     }
