@@ -7,22 +7,31 @@
 //! cargo run --release --example compare            # everything, a few minutes
 //! cargo run --release --example compare 3          # one workload (id prefix)
 //! cargo run --release --example compare cascade    # or its key: guard, reset,
-//!                                                  # mass, cascade, idle, memory
+//!                                                  # mass, cascade, idle, memory,
+//!                                                  # blocked
+//! # with tokio's alternative (per-worker) timer as a peer column:
+//! RUSTFLAGS="--cfg tokio_unstable" cargo run --release \
+//!     --target-dir target/unstable --example compare
 //! ```
 //!
-//! Peers: `tokio::time`, `pingora-timeout` (`fast_timeout`/`fast_sleep`: 10 ms
+//! Peers: `tokio::time`, tokio's alternative timer (`tokio-alt`, only in a
+//! `--cfg tokio_unstable` build, and only in the workloads run by tasks:
+//! 1b, 3, 4 and 7), `pingora-timeout` (`fast_timeout`/`fast_sleep`: 10 ms
 //! buckets, a clock thread), `futures-timer` (its own timer thread) and
 //! `async-io`'s `Timer` (its own reactor thread). Every run builds a fresh
-//! 2-worker tokio runtime with only the time driver enabled.
+//! 2-worker tokio runtime, with only the time driver enabled except in the
+//! two server guards (1a, 1c), which enable tokio's I/O driver too.
 //!
 //! Knobs (environment):
 //! - `COMPARE_RUNS`: runs of the cheap workloads (1, 2), default 5;
-//! - `COMPARE_HEAVY_RUNS`: runs of workloads 3, 4 and 6, default 3;
+//! - `COMPARE_HEAVY_RUNS`: runs of workloads 3, 4, 6 and 7, default 3;
 //! - `COMPARE_IDLE_RUNS`: runs of workload 5, default 1;
 //! - `COMPARE_IDLE_SECS`: length of the idle window, default 10;
 //! - `COMPARE_CASCADE_MS`: the common deadline of workload 4, default 4500
 //!   (beyond the 4.096 s span of the two finest wheels of both tokio and a
 //!   default `tiered-timer`, so entries pass through overflow wheels);
+//! - `COMPARE_GUARDS`: guards per run of 1a and 1c, default 1 000 000;
+//! - `COMPARE_BLOCKED_MS`: length of workload 7, default 3000;
 //! - `COMPARE_IMPLS`: a comma list restricting the implementations, e.g.
 //!   `ours,tokio`.
 //!
@@ -91,15 +100,30 @@ static ALLOCATOR: Counting = Counting;
 enum Imp {
     Ours,
     Tokio,
+    /// tokio's per-worker timer (`Builder::enable_alt_timer`): only in a
+    /// build with `RUSTFLAGS="--cfg tokio_unstable"`, and only in the
+    /// workloads run by tasks on a multi-thread runtime (it has no
+    /// by-hand mode).
+    TokioAlt,
     Pingora,
     FuturesTimer,
     AsyncIo,
 }
 
 impl Imp {
-    const ALL: [Imp; 5] = [
+    #[cfg(not(tokio_unstable))]
+    const ALL: &[Imp] = &[
         Imp::Ours,
         Imp::Tokio,
+        Imp::Pingora,
+        Imp::FuturesTimer,
+        Imp::AsyncIo,
+    ];
+    #[cfg(tokio_unstable)]
+    const ALL: &[Imp] = &[
+        Imp::Ours,
+        Imp::Tokio,
+        Imp::TokioAlt,
         Imp::Pingora,
         Imp::FuturesTimer,
         Imp::AsyncIo,
@@ -109,6 +133,7 @@ impl Imp {
         match self {
             Imp::Ours => "ours",
             Imp::Tokio => "tokio",
+            Imp::TokioAlt => "tokio-alt",
             Imp::Pingora => "pingora",
             Imp::FuturesTimer => "futures-timer",
             Imp::AsyncIo => "async-io",
@@ -116,7 +141,10 @@ impl Imp {
     }
 
     fn parse(name: &str) -> Option<Imp> {
-        Imp::ALL.into_iter().find(|imp| imp.name() == name.trim())
+        Imp::ALL
+            .iter()
+            .copied()
+            .find(|imp| imp.name() == name.trim())
     }
 }
 
@@ -125,7 +153,7 @@ impl Imp {
 async fn sleep_until(imp: Imp, deadline: Instant) {
     match imp {
         Imp::Ours => tiered_timer::sleep_until(deadline.into()).await,
-        Imp::Tokio => tokio::time::sleep_until(deadline.into()).await,
+        Imp::Tokio | Imp::TokioAlt => tokio::time::sleep_until(deadline.into()).await,
         Imp::Pingora => {
             pingora_timeout::fast_timeout::fast_sleep(
                 deadline.saturating_duration_since(Instant::now()),
@@ -145,7 +173,7 @@ async fn sleep_until(imp: Imp, deadline: Instant) {
 fn boxed_sleep(imp: Imp, d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     match imp {
         Imp::Ours => Box::pin(tiered_timer::sleep(d)),
-        Imp::Tokio => Box::pin(tokio::time::sleep(d)),
+        Imp::Tokio | Imp::TokioAlt => Box::pin(tokio::time::sleep(d)),
         Imp::Pingora => Box::pin(pingora_timeout::fast_timeout::fast_sleep(d)),
         Imp::FuturesTimer => Box::pin(futures_timer::Delay::new(d)),
         Imp::AsyncIo => Box::pin(async move {
@@ -158,6 +186,34 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// The 2-worker runtime a multi-thread workload of `imp` runs on: tokio's
+/// alternative timer for `TokioAlt`, the default one otherwise.
+fn runtime_for(imp: Imp) -> tokio::runtime::Runtime {
+    if imp != Imp::TokioAlt {
+        return runtime();
+    }
+    #[cfg(tokio_unstable)]
+    {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_alt_timer()
+            .build()
+            .expect("tokio runtime")
+    }
+    #[cfg(not(tokio_unstable))]
+    unreachable!("tokio's alternative timer needs RUSTFLAGS=\"--cfg tokio_unstable\"")
+}
+
+/// A 2-worker runtime with tokio's I/O driver as well as its time driver,
+/// as a server has: tokio then wakes its driver thread through an eventfd.
+fn server_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
         .build()
         .expect("tokio runtime")
 }
@@ -255,25 +311,36 @@ impl<F: Future + Unpin, D: Future + Unpin> Future for Guard<F, D> {
 }
 
 const GUARD_TIMEOUT: Duration = Duration::from_secs(5);
-const GUARDS_BY_HAND: u32 = 1_000_000;
+/// The busy server's guard (1c): later than every other timer pending.
+const BUSY_GUARD_TIMEOUT: Duration = Duration::from_secs(60);
+/// Guards per by-hand run (1a, 1c): `COMPARE_GUARDS`, default 1 000 000
+/// (fewer for a run under callgrind).
+fn guards_by_hand_count() -> u32 {
+    env_or("COMPARE_GUARDS", 1_000_000)
+}
 
 /// Calls `body` with a constructor of the implementation's guard around
 /// `inner`, monomorphised per implementation.
 macro_rules! with_guard {
     ($imp:expr, $inner:expr, $body:ident $(, $arg:expr)*) => {
+        with_guard!($imp, GUARD_TIMEOUT, $inner, $body $(, $arg)*)
+    };
+    ($imp:expr, $timeout:expr, $inner:expr, $body:ident $(, $arg:expr)*) => {
         match $imp {
-            Imp::Ours => $body(|| tiered_timer::timeout(GUARD_TIMEOUT, $inner) $(, $arg)*),
-            Imp::Tokio => $body(|| tokio::time::timeout(GUARD_TIMEOUT, $inner) $(, $arg)*),
+            Imp::Ours => $body(|| tiered_timer::timeout($timeout, $inner) $(, $arg)*),
+            Imp::Tokio | Imp::TokioAlt => {
+                $body(|| tokio::time::timeout($timeout, $inner) $(, $arg)*)
+            }
             Imp::Pingora => $body(
-                || pingora_timeout::fast_timeout::fast_timeout(GUARD_TIMEOUT, $inner)
+                || pingora_timeout::fast_timeout::fast_timeout($timeout, $inner)
                 $(, $arg)*
             ),
             Imp::FuturesTimer => $body(
-                || Guard { future: $inner, delay: futures_timer::Delay::new(GUARD_TIMEOUT) }
+                || Guard { future: $inner, delay: futures_timer::Delay::new($timeout) }
                 $(, $arg)*
             ),
             Imp::AsyncIo => $body(
-                || Guard { future: $inner, delay: async_io::Timer::after(GUARD_TIMEOUT) }
+                || Guard { future: $inner, delay: async_io::Timer::after($timeout) }
                 $(, $arg)*
             ),
         }
@@ -292,31 +359,59 @@ fn guards_by_hand<G: Future>(make: impl Fn() -> G, n: u32) -> f64 {
     start.elapsed().as_nanos() as f64 / f64::from(n)
 }
 
-/// 1a: one thread, inside a (2-worker) runtime's context.
-fn guard_by_hand(imp: Imp) -> Option<Vec<f64>> {
-    let rt = runtime();
+/// Other timers pending in the busy-server guard (1c).
+const BUSY_OTHERS: u64 = 100_000;
+
+/// 1a, the idle server: one thread, inside the context of a 2-worker runtime
+/// with tokio's I/O driver, no other timer pending. Each guard is the
+/// earliest timer, so tokio unparks its driver (an eventfd write) on every
+/// registration.
+fn guard_idle_server(imp: Imp) -> Option<Vec<f64>> {
+    if imp == Imp::TokioAlt {
+        return None;
+    }
+    let rt = server_runtime();
     let _in_rt = rt.enter();
-    let ns = with_guard!(imp, PendingOnce::by_hand(), guards_by_hand, GUARDS_BY_HAND);
+    let ns = with_guard!(
+        imp,
+        PendingOnce::by_hand(),
+        guards_by_hand,
+        guards_by_hand_count()
+    );
     Some(vec![ns])
 }
 
-/// 1c: as 1a, with 100 000 other timers pending (due 10..20 s out).
-fn guard_loaded(imp: Imp) -> Option<Vec<f64>> {
-    let rt = runtime();
+/// 1c, the busy server: as 1a, with 100 000 other timers of the same
+/// implementation pending (due 20..30 s out, none due during the run even
+/// under callgrind; the guards, of 60 s, are never the earliest), and the
+/// runtime parked once (`block_on` of a 1 ms sleep) before timing, so
+/// tokio's driver sleeps until the earliest of them.
+fn guard_busy_server(imp: Imp) -> Option<Vec<f64>> {
+    if imp == Imp::TokioAlt {
+        return None;
+    }
+    let rt = server_runtime();
     let _in_rt = rt.enter();
     let mut cx = Context::from_waker(Waker::noop());
-    let mut others: Vec<_> = (0..100_000u64)
+    let mut others: Vec<_> = (0..BUSY_OTHERS)
         .map(|i| {
             boxed_sleep(
                 imp,
-                Duration::from_secs(10) + Duration::from_micros(i * 100),
+                Duration::from_secs(20) + Duration::from_micros(i * 100),
             )
         })
         .collect();
     for other in &mut others {
         assert!(other.as_mut().poll(&mut cx).is_pending());
     }
-    let ns = with_guard!(imp, PendingOnce::by_hand(), guards_by_hand, GUARDS_BY_HAND);
+    rt.block_on(sleep_until(imp, Instant::now() + Duration::from_millis(1)));
+    let ns = with_guard!(
+        imp,
+        BUSY_GUARD_TIMEOUT,
+        PendingOnce::by_hand(),
+        guards_by_hand,
+        guards_by_hand_count()
+    );
     drop(others);
     Some(vec![ns])
 }
@@ -353,7 +448,7 @@ where
 }
 
 fn guard_tasks(imp: Imp) -> Option<Vec<f64>> {
-    let rt = runtime();
+    let rt = runtime_for(imp);
     let ns = with_guard!(imp, PendingOnce::in_task(), guards_in_tasks, &rt);
     Some(vec![ns])
 }
@@ -410,7 +505,7 @@ fn reset_later(imp: Imp) -> Option<Vec<f64>> {
             }
             start.elapsed()
         }
-        Imp::Pingora => return None,
+        Imp::Pingora | Imp::TokioAlt => return None,
         Imp::FuturesTimer => {
             let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
                 .map(|_| futures_timer::Delay::new(base))
@@ -457,7 +552,7 @@ const MASS_TASKS: usize = 200_000;
 /// spawn order) from their first poll. Returns process CPU from the first
 /// spawn to the last wake, and lateness p50, p99 and max.
 fn mass_expiry(imp: Imp) -> Option<Vec<f64>> {
-    let rt = runtime();
+    let rt = runtime_for(imp);
     let woken = rt.block_on(async move { our_wakeups(imp) });
     let cpu = process_cpu();
     let mut late: Vec<u64> = rt.block_on(async move {
@@ -501,7 +596,7 @@ const STORM_TASKS: usize = 300_000;
 /// the deadline to the last wake, the ticker's worst lateness, and process
 /// CPU from the first spawn to the last wake.
 fn cascade_storm(imp: Imp, far: Duration) -> Option<Vec<f64>> {
-    let rt = runtime();
+    let rt = runtime_for(imp);
     let woken = rt.block_on(async move { our_wakeups(imp) });
     let cpu = process_cpu();
     let (all_fired, ticker_worst) = rt.block_on(async move {
@@ -568,6 +663,72 @@ fn cascade_storm(imp: Imp, far: Duration) -> Option<Vec<f64>> {
 }
 
 // ---------------------------------------------------------------------------
+// Workload 7: the blocked worker.
+
+const BLOCKED_SLEEPERS: u64 = 1000;
+const BLOCKED_EVERY: Duration = Duration::from_millis(250);
+const BLOCKED_FOR: Duration = Duration::from_millis(100);
+
+/// 2 workers; every 250 ms a CPU-heavy request arrives (spawned from
+/// outside the runtime, so whichever worker picks it up runs it) and spins
+/// on its worker for 100 ms, while 1 000 tasks keep sleeping 5..54 ms each
+/// in turn. Returns the sleeps' lateness p50, p99 and max over `length`.
+fn blocked_worker(imp: Imp, length: Duration) -> Option<Vec<f64>> {
+    let rt = runtime_for(imp);
+    let stop = Arc::new(AtomicBool::new(false));
+    let requests = std::thread::spawn({
+        let (handle, stop) = (rt.handle().clone(), stop.clone());
+        move || {
+            let start = Instant::now();
+            let mut k = 1;
+            while !stop.load(Ordering::Relaxed) {
+                let next = start + BLOCKED_EVERY * k;
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                k += 1;
+                drop(handle.spawn(async {
+                    let until = Instant::now() + BLOCKED_FOR;
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                }));
+            }
+        }
+    });
+    let mut late: Vec<u64> = rt.block_on(async move {
+        let end = Instant::now() + length;
+        let handles: Vec<_> = (0..BLOCKED_SLEEPERS)
+            .map(|i| {
+                tokio::spawn(async move {
+                    let mut late = Vec::new();
+                    let mut n = i;
+                    while Instant::now() < end {
+                        n = n * 31 + 7;
+                        let deadline = Instant::now() + Duration::from_millis(5 + n % 50);
+                        sleep_until(imp, deadline).await;
+                        late.push(Instant::now().duration_since(deadline).as_nanos() as u64);
+                    }
+                    late
+                })
+            })
+            .collect();
+        let mut late = Vec::new();
+        for h in handles {
+            late.extend(h.await.unwrap());
+        }
+        late
+    });
+    stop.store(true, Ordering::Relaxed);
+    requests.join().unwrap();
+    drop(rt);
+    late.sort_unstable();
+    Some(vec![
+        percentile(&late, 0.5),
+        percentile(&late, 0.99),
+        percentile(&late, 1.0),
+    ])
+}
+
+// ---------------------------------------------------------------------------
 // Workloads 5 and 6, each measurement in a fresh child process.
 
 const IDLE_TIMERS: u64 = 100_000;
@@ -595,6 +756,9 @@ fn run_child(args: &[String]) -> Vec<f64> {
 
 /// 5: `imp` of `None` is a runtime with no timers at all, the baseline.
 fn idle(imp: Option<Imp>, secs: u64) -> Option<Vec<f64>> {
+    if imp == Some(Imp::TokioAlt) {
+        return None;
+    }
     let name = imp.map_or("none", Imp::name);
     let out = run_child(&["idle".into(), name.into(), secs.to_string()]);
     // The child prints milliseconds; idle CPU is shown in microseconds.
@@ -603,6 +767,9 @@ fn idle(imp: Option<Imp>, secs: u64) -> Option<Vec<f64>> {
 
 /// 6: bytes per pending timer, future included.
 fn memory(imp: Imp) -> Option<Vec<f64>> {
+    if imp == Imp::TokioAlt {
+        return None;
+    }
     Some(run_child(&["memory".into(), imp.name().into()]))
 }
 
@@ -730,14 +897,15 @@ fn workloads() -> Vec<Workload> {
     let heavy = env_or("COMPARE_HEAVY_RUNS", 3usize);
     let far = Duration::from_millis(env_or("COMPARE_CASCADE_MS", 4500u64));
     let idle_secs = env_or("COMPARE_IDLE_SECS", 10u64);
+    let blocked = Duration::from_millis(env_or("COMPARE_BLOCKED_MS", 3000u64));
     vec![
         Workload {
             id: "1a",
             key: "guard",
-            name: "guard armed then cancelled, by hand, one thread",
+            name: "guard armed then cancelled, by hand, one thread: idle server (I/O driver, no other timer)",
             metrics: vec![("per guard", Unit::Ns)],
             runs,
-            run: Box::new(guard_by_hand),
+            run: Box::new(guard_idle_server),
         },
         Workload {
             id: "1b",
@@ -750,10 +918,10 @@ fn workloads() -> Vec<Workload> {
         Workload {
             id: "1c",
             key: "guard",
-            name: "guard armed then cancelled, by hand, 100 000 other timers pending",
+            name: "guard armed then cancelled, by hand, one thread: busy server (I/O driver, 100 000 other timers, parked once)",
             metrics: vec![("per guard", Unit::Ns)],
             runs,
-            run: Box::new(guard_loaded),
+            run: Box::new(guard_busy_server),
         },
         Workload {
             id: "2",
@@ -811,6 +979,18 @@ fn workloads() -> Vec<Workload> {
             ],
             runs: heavy,
             run: Box::new(memory),
+        },
+        Workload {
+            id: "7",
+            key: "blocked",
+            name: "blocked worker: 1 000 tasks sleeping 5..54 ms, a 100 ms CPU-bound request every 250 ms, 2 workers",
+            metrics: vec![
+                ("lateness p50", Unit::Ms),
+                ("lateness p99", Unit::Ms),
+                ("lateness max", Unit::Ms),
+            ],
+            runs: heavy,
+            run: Box::new(move |imp| blocked_worker(imp, blocked)),
         },
     ]
 }

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
@@ -120,12 +121,36 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     pub(crate) handle: Handle,
     deadline: Instant,
-    /// The waker the entry holds, kept to skip the lock when re-polled by
-    /// the same task. Only meaningful while the entry has not fired.
-    waker: Option<Waker>,
+    /// Which waker the entry holds, kept to skip the lock when re-polled
+    /// by the same task: its identity, not a clone (a clone would cost an
+    /// atomic increment and decrement of the task's count per sleep).
+    waker: Option<WakerId>,
     /// The timer entry's key, once registered, and whether the sleep has
     /// been seen complete (it stays so until reset).
     state: SleepState,
+}
+
+/// What `Waker::will_wake` compares: the waker's data pointer and its
+/// vtable's address. Compared with a poll's waker only after the entry's
+/// word said it has neither fired nor shut down, so while the entry still
+/// held a clone of the waker identified (an entry keeps its waker until
+/// its sleep replaces it or is dropped, or the timer shuts down): no other
+/// live waker can share those addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WakerId {
+    data: usize,
+    /// Never zero (it is a reference): an `Option<WakerId>` is no bigger.
+    vtable: NonZeroUsize,
+}
+
+impl WakerId {
+    fn of(waker: &Waker) -> WakerId {
+        let vtable = std::ptr::from_ref(waker.vtable()) as usize;
+        WakerId {
+            data: waker.data() as usize,
+            vtable: NonZeroUsize::new(vtable).expect("a reference is not null"),
+        }
+    }
 }
 
 /// A sleep's entry key and its "seen complete" flag in one word: a
@@ -264,7 +289,7 @@ impl Sleep {
         if shared.try_extend(key, tick) {
             return;
         }
-        match shared.refile(key, tick, shared.now_tick(), this.waker.as_ref()) {
+        match shared.refile(key, tick, shared.now_tick()) {
             Filing::Filed { .. } => {}
             Filing::Elapsed => this.state.set_elapsed(true),
             // Like tokio, only polling fails: the entry is marked so the
@@ -284,7 +309,7 @@ impl Sleep {
             Some(key) => match shared.deadline_of(key) {
                 FIRED => Filing::Elapsed,
                 SHUTDOWN => Filing::Shutdown,
-                _ if self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) => {
+                _ if self.waker == Some(WakerId::of(cx.waker())) => {
                     return Poll::Pending;
                 }
                 _ => shared.update_waker(key, cx.waker()),
@@ -293,7 +318,7 @@ impl Sleep {
         match filing {
             Filing::Filed { key } => {
                 self.state.set_entry(key);
-                self.waker = Some(cx.waker().clone());
+                self.waker = Some(WakerId::of(cx.waker()));
                 Poll::Pending
             }
             Filing::Elapsed => {

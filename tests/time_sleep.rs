@@ -153,8 +153,8 @@ async fn reset_after_fire_sleeps_again() {
 
 #[tokio::test(start_paused = true)]
 async fn reset_fired_but_unobserved_sleep_wakes_again() {
-    // The entry fires (its waker is taken), the owner never sees it, then
-    // resets: the new deadline must wake the same task.
+    // The entry fires (waking its task), the owner never sees it, then
+    // resets: the new deadline must wake the same task again.
     let now = Instant::now();
     let mut sleep = task::spawn(sleep_until(now + ms(10)));
     assert_pending!(sleep.poll());

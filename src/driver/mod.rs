@@ -127,8 +127,11 @@ pub(crate) struct Config {
 /// pending timer.
 #[derive(Debug)]
 enum Slot {
-    /// A sleep: the waker to wake when it fires, taken (leaving a no-op
-    /// waker) when it does.
+    /// A sleep: the waker to wake when it fires. Firing wakes a clone and
+    /// keeps it, so the entry still has it if its sleep is reset, and the
+    /// sleep itself need not hold a clone: the owner's last registered
+    /// waker is always here until the sleep is dropped (or the timer shuts
+    /// down, which takes it, leaving a no-op waker).
     Sleep(Waker),
     /// A scheduled callback.
     Job(Job),
@@ -440,16 +443,10 @@ impl Shared {
     /// earlier deadline, or after the entry fired). `now` is the current
     /// tick, read by the caller from the timer's clock; if the deadline
     /// has been reached the entry is settled as fired.
-    /// An entry that fired lost its waker; `waker` (the one its owner last
-    /// registered) takes its place. After shutdown the entry is marked so
-    /// that its owner's next poll reports the shutdown.
-    pub(crate) fn refile(
-        &self,
-        entry: EntryKey,
-        tick: u64,
-        now: u64,
-        waker: Option<&Waker>,
-    ) -> Filing {
+    /// An entry that fired kept its waker, which it wakes again. After
+    /// shutdown the entry is marked so that its owner's next poll reports
+    /// the shutdown.
+    pub(crate) fn refile(&self, entry: EntryKey, tick: u64, now: u64) -> Filing {
         let (shard, key) = self.shard_of(entry);
         let mut state = lock(&shard.state);
         if state.shutdown {
@@ -457,15 +454,9 @@ impl Shared {
             return Filing::Shutdown;
         }
         let before = shard.deadlines.get(key);
-        let old_waker = if before == FIRED {
-            let waker = waker.map_or_else(|| Waker::noop().clone(), Waker::clone);
-            Some(std::mem::replace(state.wheel.get_mut(key).waker(), waker))
-        } else {
-            None
-        };
         // Counted as pending: entries that want an ordinary tick.
         state.pending -= usize::from(before <= MAX_TICK);
-        let filing = if tick <= now || tick <= state.wheel.elapsed() {
+        if tick <= now || tick <= state.wheel.elapsed() {
             state.wheel.unfile(key);
             shard.deadlines.set(key, FIRED);
             drop(state);
@@ -483,9 +474,7 @@ impl Shared {
                 self.request(due_at);
             }
             Filing::Filed { key: entry }
-        };
-        drop(old_waker);
-        filing
+        }
     }
 
     /// Makes `waker` the one entry `key` wakes. Returns `Elapsed` if the
@@ -723,7 +712,7 @@ impl Shared {
                         match state.wheel.get_mut(key) {
                             Slot::Sleep(waker) => {
                                 state.pending -= 1;
-                                wakers.push(take_waker(waker));
+                                wakers.push(waker.clone());
                             }
                             Slot::Job(_) => {
                                 // Pending until it runs; cancel now fails.
@@ -1060,7 +1049,7 @@ mod tests {
     use super::*;
 
     /// One wheel slot per pending timer: a sleep's waker and no more, so a
-    /// slab slot (entry, links, deadline and slot) stays at 48 bytes.
+    /// slab slot (entry, links, deadline and slot) stays at 40 bytes.
     #[test]
     fn a_slot_is_one_waker() {
         assert_eq!(std::mem::size_of::<Slot>(), std::mem::size_of::<Waker>());

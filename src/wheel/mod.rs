@@ -497,6 +497,18 @@ impl<T> Wheel<T> {
                 return Polled::Due(key);
             }
             if let Some(id) = self.draining {
+                if id.level == 0 {
+                    // A finest bucket spans one tick, so all of it is due
+                    // now: hand its entries out straight from its list
+                    // rather than moving each to the due list first.
+                    let bucket = &mut self.levels[0].buckets[id.slot as usize];
+                    if let Some(key) = bucket.list.pop_front(&mut self.entries) {
+                        self.entries[key].place = Place::UNFILED;
+                        return Polled::Due(key);
+                    }
+                    self.draining = None;
+                    continue;
+                }
                 self.drain(id);
                 if self.due.is_empty() && self.draining.is_some() {
                     return Polled::Busy;
