@@ -637,6 +637,7 @@ impl<T> Wheel<T> {
 
     /// The finest level whose current rotation covers `deadline`, creating
     /// overflow levels as needed.
+    #[inline]
     fn level_for(&mut self, deadline: u64) -> usize {
         let mut index = self.lowest_level_for(deadline).min(self.levels.len());
         loop {
