@@ -45,7 +45,7 @@ use crate::{Handle, Instant};
 /// ```
 #[track_caller]
 pub fn sleep(duration: Duration) -> Sleep {
-    Handle::current().sleep(duration)
+    Handle::current().into_sleep(duration)
 }
 
 /// Waits until `deadline` is reached.
@@ -79,7 +79,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// ```
 #[track_caller]
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Handle::current().sleep_until(deadline)
+    Handle::current().into_sleep_until(deadline)
 }
 
 /// A future that completes at a deadline; returned by [`sleep`] and

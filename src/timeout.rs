@@ -46,7 +46,9 @@ use crate::{Handle, Instant, Sleep};
 /// ```
 #[track_caller]
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    Handle::current().timeout(duration, future)
+    // The handle looked up goes into the sleep as it is (no second clone).
+    let handle = Handle::current();
+    Timeout::new(future.into_future(), handle.into_sleep(duration))
 }
 
 /// Requires `future` to complete before `deadline`.
@@ -72,7 +74,8 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// ```
 #[track_caller]
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    Handle::current().timeout_at(deadline, future)
+    let handle = Handle::current();
+    Timeout::new(future.into_future(), handle.into_sleep_until(deadline))
 }
 
 pin_project! {

@@ -89,6 +89,7 @@ impl List {
     }
 
     /// Appends `key`, which must not be in any list.
+    #[inline]
     pub(super) fn push_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: Link) {
         let old_tail = self.tail;
         entries[key].links = Links::new(old_tail, NIL);
@@ -132,6 +133,7 @@ impl List {
     }
 
     /// Removes `key`, which must be in this list, in O(1).
+    #[inline]
     pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, key: Link) {
         let links = entries[key].links;
         let (prev, next) = (links.prev(), links.next());

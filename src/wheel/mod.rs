@@ -272,6 +272,7 @@ impl<T> Wheel<T> {
     /// Returns its key and the tick at which it will next come out of the
     /// bucket queue (its bucket's start, or the current time if it is already
     /// due), so the caller can tell whether its sleep must be shortened.
+    #[inline]
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> (Key, u64) {
         let key = self.insert_unfiled(deadline, value);
         let due_at = self.file(key);
@@ -319,6 +320,7 @@ impl<T> Wheel<T> {
 
     /// Takes an entry out of its bucket without removing it: it stays in the
     /// wheel, keeps its key, and will not come due until it is reset.
+    #[inline]
     pub(crate) fn unfile(&mut self, key: Key) {
         match Place::unpack(self.entries[key].place) {
             Place::Unfiled => return,
@@ -338,6 +340,7 @@ impl<T> Wheel<T> {
     /// # Panics
     ///
     /// If `key` is not in the wheel.
+    #[inline]
     pub(crate) fn remove(&mut self, key: Key) -> T {
         self.unfile(key);
         let value = self.entries.remove(key).value;
@@ -597,6 +600,7 @@ impl<T> Wheel<T> {
 
     /// Files an unfiled entry by its deadline. Returns when it will come out
     /// of the queue: its bucket's start, or `elapsed` if it is already due.
+    #[inline]
     fn file(&mut self, key: Key) -> u64 {
         debug_assert_eq!(self.entries[key].place, Place::UNFILED);
         let deadline = self.entries[key].deadline;
@@ -633,6 +637,7 @@ impl<T> Wheel<T> {
 
     /// The finest level whose current rotation covers `deadline`, creating
     /// overflow levels as needed.
+    #[inline]
     fn level_for(&mut self, deadline: u64) -> usize {
         let mut index = self.lowest_level_for(deadline).min(self.levels.len());
         loop {
