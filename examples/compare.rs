@@ -41,12 +41,11 @@
 //! otherwise be charged to whoever is measured after it, and live heap is
 //! only meaningful in a process that holds nothing else.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::{pin, Pin};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -55,43 +54,8 @@ use std::time::{Duration, Instant};
 // Live heap counting, switched on only in the memory child process so the
 // timing workloads pay nothing but one relaxed load per allocation.
 
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: delegates to `System`, only adding bookkeeping of the sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        }
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
-        }
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+#[path = "../tests/support/counting_alloc.rs"]
+mod counting_alloc;
 
 // ---------------------------------------------------------------------------
 // Implementations.
@@ -815,12 +779,12 @@ fn idle_child(imp: Option<Imp>, secs: u64) {
 /// is part of the cost) in a vector allocated beforehand, and prints the
 /// growth of the live heap per timer.
 fn memory_child(imp: Imp) {
-    COUNTING.store(true, Ordering::SeqCst);
+    counting_alloc::set_counting(true);
     let rt = runtime();
     let _in_rt = rt.enter();
     let mut cx = Context::from_waker(Waker::noop());
     let mut timers = Vec::with_capacity(MEMORY_TIMERS);
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = counting_alloc::live_bytes();
     for i in 0..MEMORY_TIMERS {
         let mut t = boxed_sleep(
             imp,
@@ -829,13 +793,13 @@ fn memory_child(imp: Imp) {
         assert!(t.as_mut().poll(&mut cx).is_pending());
         timers.push(t);
     }
-    let after = LIVE.load(Ordering::SeqCst);
+    let after = counting_alloc::live_bytes();
     let future = std::mem::size_of_val(&*timers[0]);
     println!(
         "{} {future}",
         (after - before) as f64 / MEMORY_TIMERS as f64
     );
-    COUNTING.store(false, Ordering::SeqCst);
+    counting_alloc::set_counting(false);
     drop(timers);
 }
 
@@ -1018,6 +982,9 @@ fn machine() -> String {
 }
 
 fn main() {
+    // Counted only in the memory child (`memory_child`), so the timing
+    // workloads share no counter.
+    counting_alloc::set_counting(false);
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--child") {
         child(&args[1..]);

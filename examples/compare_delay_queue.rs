@@ -26,10 +26,8 @@
 //! Knob: `COMPARE_ROUNDS` (default 5; the expire-all and memory workloads
 //! run `max(3, rounds / 2)` rounds).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::poll_fn;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -38,40 +36,10 @@ use tokio::time::Instant;
 // ---------------------------------------------------------------------------
 // Live heap, counted for every allocation (both queues pay the same).
 
-struct Counting;
+#[path = "../tests/support/counting_alloc.rs"]
+mod counting_alloc;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: delegates to `System`, only adding bookkeeping of the sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
+use counting_alloc::live_bytes as live;
 
 fn cpu_time() -> Duration {
     let mut ts = libc::timespec {

@@ -8,48 +8,21 @@
 
 #![cfg(not(loom))]
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tiered_timer::DelayQueue;
 
-struct Counting;
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: defers to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn live() -> usize {
-    LIVE.load(Ordering::Relaxed)
-}
+use counting_alloc::live_bytes as live;
 
 const BURST: u64 = 200_000;
 
 /// Inserts a burst of values due within `spread`, lets them all out, and
 /// returns the live bytes at the peak.
-async fn burst_and_drain(queue: &mut DelayQueue<u64>, spread: Duration) -> usize {
+async fn burst_and_drain(queue: &mut DelayQueue<u64>, spread: Duration) -> isize {
     for i in 0..BURST {
         queue.insert(i, spread * (i % 1000) as u32 / 1000);
     }
@@ -84,7 +57,7 @@ fn memory_comes_back_after_a_drained_burst() {
         let peak = burst_and_drain(&mut queue, Duration::from_secs(1)).await;
         let after = live();
         println!("baseline {baseline} B, peak {peak} B, after drain {after} B");
-        assert!(peak > baseline + BURST as usize * 16, "the burst was not measured");
+        assert!(peak > baseline + BURST as isize * 16, "the burst was not measured");
         assert!(
             after <= baseline + baseline / 10,
             "after a drained burst: {after} B live, baseline {baseline} B"
@@ -102,7 +75,7 @@ fn memory_comes_back_after_a_drained_burst() {
         queue.shrink_to_fit();
         let shrunk = live();
         println!("one value kept: {started} B before, {with_one} B after the burst, {shrunk} B after shrink_to_fit");
-        assert!(with_one > started + BURST as usize * 16, "the burst was not measured");
+        assert!(with_one > started + BURST as isize * 16, "the burst was not measured");
         assert!(
             shrunk <= started + started / 10,
             "shrink_to_fit kept {shrunk} B, {started} B before the burst"
