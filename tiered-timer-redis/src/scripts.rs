@@ -42,6 +42,14 @@ local function announce(id, due, channel)
   end
 end
 
+-- Deletes everything stored about a job but its place in the sets.
+local function forget(id)
+  redis.call('HDEL', K_PAYLOAD, id)
+  redis.call('HDEL', K_ATTEMPT, id)
+  redis.call('HDEL', K_DEADLINE, id)
+  redis.call('HDEL', K_TOKEN, id)
+end
+
 -- Moves a job to the dead letters; keeps its payload and attempt count.
 local function bury(id)
   redis.call('ZREM', K_LEASED, id)
@@ -140,10 +148,7 @@ if not expiry or tonumber(expiry) <= now then return 0 end
 /// Returns 1, or 0 if the lease was lost (nothing changed).
 const ACK: &str = r#"
 redis.call('ZREM', K_LEASED, id)
-redis.call('HDEL', K_PAYLOAD, id)
-redis.call('HDEL', K_ATTEMPT, id)
-redis.call('HDEL', K_DEADLINE, id)
-redis.call('HDEL', K_TOKEN, id)
+forget(id)
 return 1
 "#;
 
@@ -172,10 +177,7 @@ return 1
 const CANCEL: &str = r#"
 local id = ARGV[1]
 if redis.call('ZREM', K_DUE, id) == 0 then return 0 end
-redis.call('HDEL', K_PAYLOAD, id)
-redis.call('HDEL', K_ATTEMPT, id)
-redis.call('HDEL', K_DEADLINE, id)
-redis.call('HDEL', K_TOKEN, id)
+forget(id)
 return 1
 "#;
 
