@@ -80,19 +80,9 @@ where
     }
 }
 
-/// CPU time (user + system) of the whole process so far.
-fn process_cpu() -> Duration {
-    // SAFETY: `getrusage` only writes into the struct we hand it.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
-        usage
-    };
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
+#[path = "../tests/support/process_cpu.rs"]
+mod process_cpu;
+use process_cpu::process_cpu;
 
 /// Time per request of one round: wall clock and process CPU.
 #[derive(Clone, Copy, Debug)]

@@ -182,19 +182,9 @@ fn server_runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// CPU time (user + system) of the whole process so far.
-fn process_cpu() -> Duration {
-    // SAFETY: `getrusage` only writes into the struct we hand it.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
-        usage
-    };
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
+#[path = "../tests/support/process_cpu.rs"]
+mod process_cpu;
+use process_cpu::process_cpu;
 
 /// Our default timer's driver wakeups so far (NaN for the peers). Call in
 /// the runtime's context.
