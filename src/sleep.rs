@@ -160,11 +160,11 @@ impl WakerId {
 struct SleepState(u64);
 
 impl SleepState {
+    /// The top bit; the bits below it hold the entry key plus one.
     const ELAPSED: u64 = 1 << 63;
-    const FLAGS: u64 = SleepState::ELAPSED;
 
     fn entry(self) -> Option<EntryKey> {
-        match self.0 & !SleepState::FLAGS {
+        match self.0 & !SleepState::ELAPSED {
             0 => None,
             key => Some((key - 1) as EntryKey),
         }
@@ -172,8 +172,8 @@ impl SleepState {
 
     fn set_entry(&mut self, key: EntryKey) {
         let key = key as u64 + 1;
-        debug_assert!(key & SleepState::FLAGS == 0);
-        self.0 = (self.0 & SleepState::FLAGS) | key;
+        debug_assert!(key & SleepState::ELAPSED == 0);
+        self.0 = (self.0 & SleepState::ELAPSED) | key;
     }
 
     fn elapsed(self) -> bool {
@@ -181,14 +181,10 @@ impl SleepState {
     }
 
     fn set_elapsed(&mut self, elapsed: bool) {
-        self.set_flag(SleepState::ELAPSED, elapsed);
-    }
-
-    fn set_flag(&mut self, flag: u64, on: bool) {
-        if on {
-            self.0 |= flag;
+        if elapsed {
+            self.0 |= SleepState::ELAPSED;
         } else {
-            self.0 &= !flag;
+            self.0 &= !SleepState::ELAPSED;
         }
     }
 }

@@ -167,8 +167,8 @@ struct State {
     /// registration has made an earlier one since.
     next: Option<u64>,
     /// Sleeps whose word is an ordinary tick (registered, and neither
-    /// fired nor removed), plus
-    /// callbacks that have neither run nor been cancelled.
+    /// fired nor removed), plus callbacks that have neither run nor been
+    /// cancelled.
     pending: usize,
     /// Entries fired: sleeps woken and callbacks found due.
     fired: u64,
