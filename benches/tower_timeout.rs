@@ -16,9 +16,6 @@
 //! `cargo bench --bench tower_timeout --features tower`
 //! (`ROUNDS=31 cargo bench ...` for more rounds).
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tower::{service_fn, BoxError, Service, ServiceExt};
@@ -27,21 +24,9 @@ const TASKS: usize = 1_000;
 const REQUESTS: usize = 200;
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Pending on the first poll (waking itself), ready on the second.
-struct PendingOnce(bool);
-
-impl Future for PendingOnce {
-    type Output = Result<u8, BoxError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if std::mem::replace(&mut self.0, true) {
-            Poll::Ready(Ok(1))
-        } else {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
+#[path = "../tests/support/pending_once.rs"]
+mod pending_once;
+use pending_once::PendingOnce;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Variant {

@@ -3,8 +3,7 @@
 
 mod support;
 
-use std::future::{pending, Future};
-use std::pin::Pin;
+use std::future::pending;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -492,22 +491,9 @@ macro_rules! written_for_tower {
 written_for_tower!(on_towers_timeout, tower::timeout);
 written_for_tower!(on_this_timer, tiered_timer::tower);
 
-/// A future that is pending once, then ready: the shape of the benchmark's
-/// requests, checked here for its answer.
-struct PendingOnce(bool);
-
-impl Future for PendingOnce {
-    type Output = Result<u8, BoxError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if std::mem::replace(&mut self.0, true) {
-            Poll::Ready(Ok(1))
-        } else {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
+#[path = "support/pending_once.rs"]
+mod pending_once;
+use pending_once::PendingOnce;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_requests_answer_and_leave_nothing_behind() {
