@@ -86,14 +86,21 @@
 )]
 #![forbid(unsafe_code)]
 
+mod admin;
 mod error;
+mod failure;
+// `bytes` and `utc` are for the `ttr` binary, which includes the file too.
+#[allow(dead_code)]
+mod human;
 mod job;
 mod keys;
 mod queue;
 mod scripts;
 mod wake;
 
+pub use crate::admin::{DeadLetter, Stats};
 pub use crate::error::Error;
+pub use crate::failure::Fate;
 pub use crate::job::{Job, JobId};
 pub use crate::queue::{Builder, Queue};
 
@@ -111,5 +118,8 @@ mod tests {
         send_sync::<crate::JobId>();
         send_sync::<crate::Error>();
         send_sync::<crate::Builder>();
+        send_sync::<crate::Stats>();
+        send_sync::<crate::DeadLetter>();
+        send_sync::<crate::Fate>();
     }
 }
