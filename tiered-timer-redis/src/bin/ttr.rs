@@ -229,14 +229,26 @@ async fn run(args: Args) -> Result<(), Failure> {
         | Command::Requeue { queue, .. }
         | Command::Purge { queue, .. } => queue.clone(),
     };
-    probe(&args.url, args.timeout).await?;
     let mut builder = Queue::builder(&args.url, &queue_name)
         .partitions(args.partitions)
         .command_timeout(args.timeout);
     if args.cluster {
         builder = builder.cluster();
     }
-    let queue = builder.connect().await.map_err(|e| failure(&args.url, e))?;
+    // `connect` checks its input before it goes near Redis, so polled
+    // first it reports a bad queue name at once; meanwhile the probe
+    // reports a Redis that is not there at once, not after the timeout.
+    let connect = builder.connect();
+    tokio::pin!(connect);
+    let queue = tokio::select! {
+        biased;
+        queue = &mut connect => queue,
+        probed = probe(&args.url, args.timeout) => {
+            probed?;
+            connect.await
+        }
+    }
+    .map_err(|e| failure(&args.url, e))?;
     let fail = |e| failure(&args.url, e);
     match args.command {
         Command::Help => {}
