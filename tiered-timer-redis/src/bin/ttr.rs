@@ -360,16 +360,15 @@ fn show_stats(name: &str, stats: &Stats) -> String {
     } else {
         "none".to_owned()
     };
-    let mut leased_note = Vec::new();
-    if stats.expired_leases > 0 {
-        leased_note.push(format!(
-            "{} with an expired lease, not yet reclaimed",
-            stats.expired_leases
-        ));
-    }
-    if let Some(expiry) = stats.earliest_lease_expiry {
-        leased_note.push(format!("earliest lease expiry {}", relative(expiry, now)));
-    }
+    let leased_note = match stats.earliest_lease_expiry {
+        Some(expiry) if stats.expired_leases > 0 => format!(
+            "{} expired lease(s), the oldest {}, not reclaimed yet (worker gone?)",
+            stats.expired_leases,
+            relative(expiry, now)
+        ),
+        Some(expiry) => format!("next lease runs out {}", relative(expiry, now)),
+        None => String::new(),
+    };
     let dead_note = match stats.latest_death {
         Some(death) => format!(
             "latest died {}; see `ttr dead {name}`",
@@ -384,7 +383,7 @@ fn show_stats(name: &str, stats: &Stats) -> String {
         .unwrap_or(1);
     for (label, value, note) in [
         ("pending", stats.pending, pending_note),
-        ("leased", stats.leased, leased_note.join("; ")),
+        ("leased", stats.leased, leased_note),
         ("dead", stats.dead, dead_note),
     ] {
         let line = format!("{label:<8} {value:>width$}   {note}");
