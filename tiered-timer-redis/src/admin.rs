@@ -10,9 +10,9 @@
 //!   that instant minus the earliest due time, never a local clock against
 //!   Redis'). Partitions are read one after another, so a total is a sum
 //!   of snapshots a round trip apart.
-//! * Bulk changes (`*_all`) go in batches of [`BATCH`] dead letters per
-//!   script, so no single script holds Redis for long, and stop when a
-//!   batch comes back short.
+//! * Bulk changes (`*_all`) and dead-letter listings go in batches of
+//!   [`BATCH`] dead letters per script, so no single script holds Redis
+//!   for long, and stop when a batch comes back short.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -277,8 +277,10 @@ impl Queue {
     /// Up to `limit` dead letters, the most recent deaths first, with their
     /// last error, attempts and payload size.
     ///
-    /// Each partition's list is one script; with several partitions the
-    /// newest `limit` of all are kept.
+    /// Read in pages of 500 per script, so a large `limit` never holds
+    /// Redis for long (each page is one snapshot: a dead letter that comes
+    /// or goes between pages may be missed or listed twice). With several
+    /// partitions, the newest `limit` of all are kept.
     ///
     /// # Errors
     ///
@@ -299,15 +301,26 @@ impl Queue {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        // More than a sorted set can hold is "all of them".
-        let per_partition = limit.min(u32::MAX as usize).to_string();
         let mut all = Vec::new();
         for (p, keys) in self.inner.partitions.iter().enumerate() {
-            let reply: Vec<Value> = self
-                .inner
-                .eval(&scripts::DEAD_LIST_SCRIPT, keys, vec![arg(&per_partition)])
-                .await?;
-            dead_from_reply(p as u32, reply, &mut all)?;
+            // This partition's newest `limit`, a page of BATCH at a time.
+            let first = all.len();
+            loop {
+                let offset = all.len() - first;
+                let count = (limit - offset).min(BATCH);
+                let reply: Vec<Value> = self
+                    .inner
+                    .eval(
+                        &scripts::DEAD_LIST_SCRIPT,
+                        keys,
+                        vec![arg(&offset.to_string()), arg(&count.to_string())],
+                    )
+                    .await?;
+                let got = dead_from_reply(p as u32, reply, &mut all)?;
+                if got < count || all.len() - first == limit {
+                    break;
+                }
+            }
         }
         all.sort_by(|a, b| b.died_at.cmp(&a.died_at).then_with(|| a.id.cmp(&b.id)));
         all.truncate(limit);
@@ -449,15 +462,17 @@ impl Queue {
     }
 }
 
-/// Appends one partition's dead letters from the list script's reply.
+/// Appends one partition's dead letters from the list script's reply;
+/// returns how many.
 fn dead_from_reply(
     partition: u32,
     reply: Vec<Value>,
     out: &mut Vec<DeadLetter>,
-) -> Result<(), Error> {
+) -> Result<usize, Error> {
     let mut fields = reply.into_iter();
     let now: i64 = parse(fields.next())?;
     let rest: Vec<Value> = fields.collect();
+    let listed = rest.len() / 5;
     if rest.len() % 5 != 0 {
         return Err(unexpected_reply("the dead-letter script"));
     }
@@ -478,7 +493,7 @@ fn dead_from_reply(
             last_error: last_error.map(|e| String::from_utf8_lossy(&e).into_owned()),
         });
     }
-    Ok(())
+    Ok(listed)
 }
 
 /// A time in ms since the epoch; `None` for the scripts' `-1`.

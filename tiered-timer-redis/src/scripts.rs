@@ -292,13 +292,14 @@ return {
 }
 "#;
 
-/// The newest `limit` dead letters. ARGV: limit (at least 1).
+/// A page of dead letters, newest death first. ARGV: offset, count (at
+/// least 1).
 ///
 /// Returns `{now, id, died at, attempts, payload bytes, last error or nil,
-/// ...}` (five fields per dead letter), newest death first.
+/// ...}` (five fields per dead letter).
 const DEAD_LIST: &str = r#"
-local limit = tonumber(ARGV[1])
-local rows = redis.call('ZREVRANGE', K_DEAD, 0, limit - 1, 'WITHSCORES')
+local offset, count = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rows = redis.call('ZREVRANGE', K_DEAD, offset, offset + count - 1, 'WITHSCORES')
 local out = {now}
 for i = 1, #rows, 2 do
   local id = rows[i]

@@ -472,7 +472,15 @@ async fn requeue_all_and_purge_all_go_through_every_batch_and_partition() {
     let stats = queue.stats().await.unwrap();
     assert_eq!(stats.dead, n as u64);
     assert!(stats.partitions.iter().all(|p| p.dead > 500), "{stats:?}");
-    assert_eq!(queue.dead_letters(usize::MAX).await.unwrap().len(), n);
+    // Listed in pages of 500: all of them, or the newest 700 of them.
+    let all = queue.dead_letters(usize::MAX).await.unwrap();
+    assert_eq!(all.len(), n);
+    let ids: std::collections::HashSet<_> = all.iter().map(|d| d.id.clone()).collect();
+    assert_eq!(ids.len(), n, "no dead letter listed twice");
+    let newest = queue.dead_letters(700).await.unwrap();
+    assert_eq!(newest.len(), 700);
+    assert!(newest.windows(2).all(|w| w[0].died_at >= w[1].died_at));
+    assert_eq!(newest[699].died_at, all[699].died_at);
 
     assert_eq!(queue.requeue_all().await.unwrap(), n as u64);
     let stats = queue.stats().await.unwrap();
