@@ -6,7 +6,7 @@ mod support;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use support::RedisServer;
+use support::{RedisCluster, RedisServer};
 use tiered_timer_redis::Queue;
 
 fn ttr(args: &[&str]) -> Output {
@@ -251,4 +251,87 @@ async fn stats_per_partition_and_requeue_all() {
     );
     let stats = queue.stats().await.unwrap();
     assert_eq!((stats.pending, stats.dead), (30, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_with_partitions_over_its_nodes() {
+    let cluster = RedisCluster::start(3);
+    let url = cluster.url();
+    let queue = Queue::builder(&url, "orders")
+        .cluster()
+        .partitions(6)
+        .connect()
+        .await
+        .unwrap();
+    queue
+        .schedule_many((0..60).map(|i| (Duration::from_secs(3600 + i), "later")))
+        .await
+        .unwrap();
+    queue
+        .schedule_many((0..6).map(|_| (Duration::ZERO, "now")))
+        .await
+        .unwrap();
+    for reason in ["one", "two", "three"] {
+        let job = tokio::time::timeout(Duration::from_secs(20), queue.next())
+            .await
+            .unwrap()
+            .unwrap();
+        job.bury(reason).await.unwrap();
+    }
+    let stats = queue.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.dead), (63, 3));
+
+    let output = ttr(&[
+        "--url",
+        &url,
+        "--cluster",
+        "--partitions",
+        "6",
+        "stats",
+        "orders",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(count(&text, "pending"), 63, "{text}");
+    assert_eq!(count(&text, "dead"), 3, "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("orders#")).count(),
+        6,
+        "{text}"
+    );
+
+    let output = ttr(&[
+        "--url",
+        &url,
+        "--cluster",
+        "--partitions",
+        "6",
+        "dead",
+        "orders",
+    ]);
+    let text = stdout(&output);
+    assert!(text.contains("3 of 3 dead letter(s) in orders"), "{text}");
+    for reason in ["one", "two", "three"] {
+        assert!(
+            text.lines().any(|l| l.ends_with(&format!("  {reason}"))),
+            "{text}"
+        );
+    }
+
+    let output = ttr(&[
+        "--url",
+        &url,
+        "--cluster",
+        "--partitions",
+        "6",
+        "requeue",
+        "orders",
+        "--all",
+    ]);
+    assert_eq!(
+        stdout(&output),
+        "requeued 3 dead letter(s) of orders: due now\n"
+    );
+    let stats = queue.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.dead), (66, 0));
 }
