@@ -237,6 +237,35 @@ async fn fail_retries_after_a_backoff_then_dies_with_the_reason() {
 }
 
 #[tokio::test]
+async fn a_job_that_failed_and_then_succeeded_or_was_cancelled_leaves_nothing_behind() {
+    let server = RedisServer::start();
+    let queue = queue(&server, Duration::from_secs(30), 5).await;
+    queue
+        .schedule_with_id("flaky", Duration::ZERO, "x")
+        .await
+        .unwrap();
+    let job = next(&queue).await;
+    job.retry_after_with_reason(Duration::ZERO, "flaked")
+        .await
+        .unwrap();
+    assert_eq!(stored_error(&server, "flaky"), "flaked");
+    next(&queue).await.ack().await.unwrap();
+    assert_eq!(server.cli(&["DBSIZE"]).trim(), "0", "ack forgets the error");
+
+    queue
+        .schedule_with_id("doomed", Duration::ZERO, "x")
+        .await
+        .unwrap();
+    next(&queue).await.fail("flaked").await.unwrap(); // back in 1 s
+    assert!(queue.cancel(&JobId::from("doomed")).await.unwrap());
+    assert_eq!(
+        server.cli(&["DBSIZE"]).trim(),
+        "0",
+        "cancel forgets the error"
+    );
+}
+
+#[tokio::test]
 async fn jobs_that_die_without_a_word_say_why() {
     let server = RedisServer::start();
     let queue = queue(&server, Duration::from_millis(200), 2).await;
