@@ -109,6 +109,33 @@ fn a_redis_that_is_not_there_is_a_clear_error() {
     );
 }
 
+#[test]
+fn a_redis_that_does_not_answer_is_a_clear_error_after_the_timeout() {
+    let server = RedisServer::start();
+    server.freeze(); // SIGSTOP: connections are accepted, nothing answered
+    let started = std::time::Instant::now();
+    let output = ttr(&[
+        "--url",
+        &server.url(),
+        "--timeout",
+        "0.5",
+        "stats",
+        "orders",
+    ]);
+    let took = started.elapsed();
+    server.thaw();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("cannot reach Redis at"), "{message}");
+    // The probe or the connection, whichever notices first, names the
+    // timeout.
+    assert!(
+        message.contains("within") && message.contains("500ms"),
+        "{message}"
+    );
+    assert!(took < Duration::from_secs(5), "gave up after {took:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_dead_requeue_and_purge_on_a_real_queue() {
     let server = RedisServer::start();
