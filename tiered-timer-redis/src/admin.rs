@@ -26,7 +26,8 @@ use crate::keys::Keys;
 use crate::queue::{arg, parse, Inner, Queue};
 use crate::scripts;
 
-/// How many dead letters one `requeue_all` / `purge_all` script moves.
+/// How many dead letters one `requeue_all` / `purge_all` script moves, or
+/// one `dead_letters` script lists.
 const BATCH: usize = 500;
 
 /// A snapshot of a queue (or of one of its partitions), by Redis' clock,
