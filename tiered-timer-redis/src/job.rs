@@ -69,7 +69,8 @@ impl AsRef<str> for JobId {
 }
 
 /// A job delivered by [`Queue::next`](crate::Queue::next), held under a
-/// lease until [`ack`](Job::ack), [`retry_after`](Job::retry_after), or the
+/// lease until [`ack`](Job::ack), [`retry_after`](Job::retry_after),
+/// [`fail`](Job::fail) or [`bury`](Job::bury) (which record why), or the
 /// lease's expiry.
 ///
 /// Dropping a `Job` without acking it does nothing at once: when its lease

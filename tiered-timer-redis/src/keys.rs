@@ -18,6 +18,7 @@
 //! | `ttr:T:attempt` | hash | id → deliveries so far |
 //! | `ttr:T:deadline` | hash | id → due time (ms) as scheduled |
 //! | `ttr:T:token` | hash | id → the current lease's token |
+//! | `ttr:T:error` | hash | id → the last error: a worker's reason from [`Job::fail`](crate::Job::fail) and the like, or why the job died ("lease expired after 3 attempts") |
 //! | `ttr:T:wake` | pub/sub channel | "a job is due in `d` ms", sent when a new job becomes the earliest |
 
 use crate::error::Error;
@@ -28,10 +29,10 @@ pub(crate) const MAX_QUEUE_NAME: usize = 200;
 pub(crate) const MAX_JOB_ID: usize = 512;
 
 /// The keys of one partition, in the order the scripts expect them
-/// (`KEYS[1]` .. `KEYS[7]`), and its wake-up channel.
+/// (`KEYS[1]` .. `KEYS[8]`), and its wake-up channel.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    pub(crate) ordered: [String; 7],
+    pub(crate) ordered: [String; 8],
     pub(crate) channel: String,
 }
 
@@ -53,6 +54,7 @@ impl Keys {
                 key("attempt"),
                 key("deadline"),
                 key("token"),
+                key("error"),
             ],
             channel: key("wake"),
         }
@@ -66,11 +68,6 @@ impl Keys {
     /// The leased jobs' sorted set.
     pub(crate) fn leased(&self) -> &str {
         &self.ordered[1]
-    }
-
-    /// The dead letters' sorted set.
-    pub(crate) fn dead(&self) -> &str {
-        &self.ordered[2]
     }
 }
 

@@ -34,6 +34,11 @@
 //!   [`Error::LeaseExpired`] and leaves the job alone. After
 //!   [`Builder::max_attempts`] deliveries the job goes to the dead letters
 //!   ([`Queue::dead_letters`], [`Queue::requeue`]).
+//! * **Failures say why.** [`Job::fail`] gives up on an attempt with a
+//!   reason (retried after a backoff, dead on the last attempt),
+//!   [`Job::bury`] gives up for good; the reason is kept as the job's last
+//!   error, and jobs that die of lost leases say so too. Both are fenced
+//!   like [`Job::ack`].
 //! * **Never early, by one clock.** Whether a job is due is decided inside
 //!   the scripts by Redis' `TIME`, and [`Queue::schedule`]'s delay counts
 //!   from it, so a client whose clock is off never makes a job early.
@@ -44,13 +49,34 @@
 //!   until the earliest due time or lease expiry and is woken earlier by
 //!   pub/sub when an earlier job is scheduled.
 //!
+//! # Operating a queue
+//!
+//! [`Queue::stats`] reads, per partition in one script (one instant of
+//! Redis' clock), how many jobs are waiting, due and leased (and with an
+//! expired lease), how many are dead, the earliest due time and how
+//! overdue the most overdue waiting job is. [`Queue::dead_letters`] lists
+//! the dead with their last error, attempts, time of death and payload
+//! size; [`Queue::requeue`] / [`Queue::requeue_all`] give them another
+//! round, [`Queue::purge`] / [`Queue::purge_all`] delete them. The `ttr`
+//! binary puts these on the command line:
+//!
+//! ```text
+//! $ cargo run -p tiered-timer-redis --bin ttr -- --url redis://127.0.0.1:6379/ stats orders
+//! queue orders (1 partition), Redis time 2026-11-24 22:35:48 UTC
+//!
+//! pending  1206   6 due now, the oldest 1m 16s overdue
+//! leased      3   1 expired lease(s), the oldest 3s ago, not reclaimed yet (worker gone?)
+//! dead        3   latest died 3s ago; see `ttr dead orders`
+//! ```
+//!
 //! # Design
 //!
 //! Per queue (or per partition), under one hash tag (see `src/keys.rs`):
 //! a sorted set of waiting jobs scored by due time in milliseconds of
 //! Redis' clock; a sorted set of leased jobs scored by lease expiry, with
-//! the lease's token in a hash; a sorted set of dead letters; hashes for
-//! payloads, attempt counts and due times; and a pub/sub channel.
+//! the lease's token in a hash; a sorted set of dead letters scored by
+//! when they died; hashes for payloads, attempt counts, due times and last
+//! errors; and a pub/sub channel.
 //!
 //! Every change is one Lua script (`src/scripts.rs`), so it is atomic:
 //!
@@ -61,7 +87,7 @@
 //!   attempt + 1 (a job out of attempts goes to the dead letters instead);
 //!   if nothing is claimable it returns how long until the earliest due
 //!   time or lease expiry, as a duration from Redis' now;
-//! * *ack* and *retry* check the token and that the lease has not run out
+//! * *ack*, *retry* and *fail* check the token and that the lease has not run out
 //!   by Redis' clock, then remove or reschedule the job.
 //!
 //! A waiting [`Queue::next`] (`src/queue.rs`) sleeps exactly the returned
@@ -86,14 +112,21 @@
 )]
 #![forbid(unsafe_code)]
 
+mod admin;
 mod error;
+mod failure;
+// `bytes` and `utc` are for the `ttr` binary, which includes the file too.
+#[allow(dead_code)]
+mod human;
 mod job;
 mod keys;
 mod queue;
 mod scripts;
 mod wake;
 
+pub use crate::admin::{DeadLetter, Stats};
 pub use crate::error::Error;
+pub use crate::failure::Fate;
 pub use crate::job::{Job, JobId};
 pub use crate::queue::{Builder, Queue};
 
@@ -111,5 +144,8 @@ mod tests {
         send_sync::<crate::JobId>();
         send_sync::<crate::Error>();
         send_sync::<crate::Builder>();
+        send_sync::<crate::Stats>();
+        send_sync::<crate::DeadLetter>();
+        send_sync::<crate::Fate>();
     }
 }

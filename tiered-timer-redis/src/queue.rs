@@ -55,9 +55,9 @@ enum Claim {
 pub(crate) struct Inner {
     name: String,
     conn: Conn,
-    partitions: Vec<Keys>,
+    pub(crate) partitions: Vec<Keys>,
     lease: Duration,
-    max_attempts: u32,
+    pub(crate) max_attempts: u32,
     max_payload: usize,
     command_timeout: Duration,
     /// Where the next claim round starts, so partitions take turns.
@@ -92,7 +92,7 @@ pub(crate) struct Inner {
 /// ```
 #[derive(Clone)]
 pub struct Queue {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl fmt::Debug for Queue {
@@ -546,74 +546,6 @@ impl Queue {
         Ok(total)
     }
 
-    /// Up to `limit` dead letters (jobs that used up their attempts), the
-    /// oldest deaths first within each partition.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`] or [`Error::Redis`].
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::{Duration, SystemTime};
-    /// # use tiered_timer_redis::{JobId, Queue};
-    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
-    /// for id in queue.dead_letters(100).await? {
-    ///     println!("gave up on {id}");
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<JobId>, Error> {
-        let mut ids = Vec::new();
-        for keys in &self.inner.partitions {
-            if ids.len() >= limit {
-                break;
-            }
-            let stop = (limit - ids.len()) as i64 - 1;
-            let batch: Vec<String> = self
-                .inner
-                .query(redis::cmd("ZRANGE").arg(keys.dead()).arg(0).arg(stop))
-                .await?;
-            ids.extend(batch.into_iter().map(JobId::from));
-        }
-        Ok(ids)
-    }
-
-    /// Moves a dead letter back to the waiting jobs, due at once, with its
-    /// attempt count reset. Returns `false` (changing nothing) if `id` is
-    /// not a dead letter.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`] or [`Error::Redis`].
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::{Duration, SystemTime};
-    /// # use tiered_timer_redis::{JobId, Queue};
-    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
-    /// for id in queue.dead_letters(100).await? {
-    ///     queue.requeue(&id).await?;
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn requeue(&self, id: &JobId) -> Result<bool, Error> {
-        let keys = self.inner.keys_of(id);
-        let moved: i64 = self
-            .inner
-            .eval(
-                &scripts::REQUEUE_SCRIPT,
-                keys,
-                vec![arg(id.as_str()), arg(&keys.channel)],
-            )
-            .await?;
-        Ok(moved == 1)
-    }
-
     /// Waits until a job is due, claims it under a lease, and returns it.
     ///
     /// Each round is one script per partition that either claims the
@@ -713,7 +645,7 @@ enum Due {
 }
 
 impl Inner {
-    fn keys_of(&self, id: &JobId) -> &Keys {
+    pub(crate) fn keys_of(&self, id: &JobId) -> &Keys {
         let p = partition_of(id.as_str(), self.partitions.len() as u32);
         &self.partitions[p as usize]
     }
@@ -836,7 +768,7 @@ impl Inner {
     }
 
     /// Runs a script on a partition's keys, within the command timeout.
-    async fn eval<T: FromRedisValue>(
+    pub(crate) async fn eval<T: FromRedisValue>(
         &self,
         script: &Script,
         keys: &Keys,
@@ -929,17 +861,17 @@ async fn with_timeout<T>(
     }
 }
 
-fn parse<T: FromRedisValue>(value: Option<Value>) -> Result<T, Error> {
+pub(crate) fn parse<T: FromRedisValue>(value: Option<Value>) -> Result<T, Error> {
     let value = value.unwrap_or(Value::Nil);
     redis::from_redis_value(value).map_err(|e| Error::Redis(e.into()))
 }
 
-fn arg(s: &str) -> Vec<u8> {
+pub(crate) fn arg(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
 /// A duration in whole milliseconds, rounded up (never early).
-fn millis_up(d: Duration) -> u64 {
+pub(crate) fn millis_up(d: Duration) -> u64 {
     let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
     u64::try_from(ms).unwrap_or(u64::MAX)
 }

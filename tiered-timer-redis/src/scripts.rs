@@ -11,7 +11,7 @@
 //! * A due time is rounded *up* to a whole millisecond and "now" *down*,
 //!   so "due <= now" in whole milliseconds implies the due time has passed
 //!   by Redis' clock: never early.
-//! * Every script takes the seven keys of [`Keys`](crate::keys::Keys) in
+//! * Every script takes the eight keys of [`Keys`](crate::keys::Keys) in
 //!   their order, so one partition's scripts always run in one slot.
 //! * A lease is fenced by a token: only the holder of the current token,
 //!   before the lease's expiry by Redis' clock, may ack or retry the job.
@@ -31,6 +31,7 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 local K_DUE, K_LEASED, K_DEAD = KEYS[1], KEYS[2], KEYS[3]
 local K_PAYLOAD, K_ATTEMPT, K_DEADLINE, K_TOKEN = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local K_ERROR = KEYS[8]
 
 -- Tells waiters that `id` is due at `due` if it is now the earliest job.
 local function announce(id, due, channel)
@@ -48,14 +49,25 @@ local function forget(id)
   redis.call('HDEL', K_ATTEMPT, id)
   redis.call('HDEL', K_DEADLINE, id)
   redis.call('HDEL', K_TOKEN, id)
+  redis.call('HDEL', K_ERROR, id)
 end
 
--- Moves a job to the dead letters; keeps its payload and attempt count.
-local function bury(id)
+-- Moves a job to the dead letters; keeps its payload and attempt count,
+-- and records `reason` (if given) as its last error.
+local function bury(id, reason)
   redis.call('ZREM', K_LEASED, id)
   redis.call('ZREM', K_DUE, id)
   redis.call('HDEL', K_TOKEN, id)
   redis.call('ZADD', K_DEAD, now, id)
+  if reason then redis.call('HSET', K_ERROR, id, reason) end
+end
+
+-- Why a job out of attempts died: `what`, and the last error a worker
+-- gave for it, if any.
+local function out_of_attempts(id, what)
+  local last = redis.call('HGET', K_ERROR, id)
+  if last then return what .. ' (last error: ' .. last .. ')' end
+  return what
 end
 "#;
 
@@ -82,6 +94,7 @@ redis.call('HSET', K_PAYLOAD, id, payload)
 redis.call('HSET', K_ATTEMPT, id, 0)
 redis.call('HSET', K_DEADLINE, id, string.format('%d', due))
 redis.call('HDEL', K_TOKEN, id)
+redis.call('HDEL', K_ERROR, id)
 redis.call('ZADD', K_DUE, string.format('%d', due), id)
 announce(id, due, channel)
 return {1, due}
@@ -113,7 +126,7 @@ for _ = 1, 64 do
   if not id then break end
   local attempt = tonumber(redis.call('HGET', K_ATTEMPT, id) or '0')
   if attempt >= max_attempts then
-    bury(id)
+    bury(id, out_of_attempts(id, string.format('lease expired after %d attempt(s)', attempt)))
   else
     return deliver(id)
   end
@@ -160,7 +173,7 @@ const RETRY: &str = r#"
 local delay, max_attempts, channel = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local attempt = tonumber(redis.call('HGET', K_ATTEMPT, id) or '0')
 if attempt >= max_attempts then
-  bury(id)
+  bury(id, out_of_attempts(id, string.format('retried on its last attempt (%d of %d)', attempt, max_attempts)))
   return 2
 end
 redis.call('ZREM', K_LEASED, id)
@@ -182,13 +195,11 @@ return 1
 "#;
 
 /// Moves a dead letter back to the waiting jobs, due now, with its attempt
-/// count reset. ARGV: id, channel. Returns 1, or 0 if it was not dead.
+/// count reset and its last error cleared. ARGV: id, channel. Returns 1,
+/// or 0 if it was not dead.
 const REQUEUE: &str = r#"
 local id, channel = ARGV[1], ARGV[2]
-if redis.call('ZREM', K_DEAD, id) == 0 then return 0 end
-redis.call('HSET', K_ATTEMPT, id, 0)
-redis.call('HSET', K_DEADLINE, id, string.format('%d', now))
-redis.call('ZADD', K_DUE, string.format('%d', now), id)
+if not revive(id) then return 0 end
 announce(id, now, channel)
 return 1
 "#;
@@ -212,4 +223,130 @@ pub(crate) static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[CLA
 pub(crate) static ACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[FENCE, ACK]));
 pub(crate) static RETRY_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[FENCE, RETRY]));
 pub(crate) static CANCEL_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[CANCEL]));
-pub(crate) static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[REQUEUE]));
+pub(crate) static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[REVIVE, REQUEUE]));
+
+// ---------------------------------------------------------------------
+// The operator's view: failures with a reason, statistics, dead letters.
+// (Used by `src/failure.rs` and `src/admin.rs`.)
+// ---------------------------------------------------------------------
+
+/// Defines `revive(id)`: moves a dead letter back to the waiting jobs, due
+/// now, attempts reset and last error cleared; `false` if it was not dead.
+const REVIVE: &str = r#"
+local function revive(id)
+  if redis.call('ZREM', K_DEAD, id) == 0 then return false end
+  redis.call('HSET', K_ATTEMPT, id, 0)
+  redis.call('HDEL', K_ERROR, id)
+  redis.call('HSET', K_DEADLINE, id, string.format('%d', now))
+  redis.call('ZADD', K_DUE, string.format('%d', now), id)
+  return true
+end
+"#;
+
+/// A held job failed (after [`FENCE`]): records the reason as its last
+/// error, then either reschedules it after a delay or, when asked to
+/// (`b`) or out of attempts, buries it.
+///
+/// ARGV: id, token, action (`r`: retry, `b`: bury), delay ms, max
+/// attempts, channel, reason. Returns 1 (rescheduled), 2 (buried) or 0
+/// (lease lost, nothing changed).
+const FAIL: &str = r#"
+local action, delay, max_attempts = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local channel, reason = ARGV[6], ARGV[7]
+local attempt = tonumber(redis.call('HGET', K_ATTEMPT, id) or '0')
+if action == 'b' or attempt >= max_attempts then
+  bury(id, reason)
+  return 2
+end
+redis.call('HSET', K_ERROR, id, reason)
+redis.call('ZREM', K_LEASED, id)
+redis.call('HDEL', K_TOKEN, id)
+local due = math.floor((now_us + 999) / 1000) + delay
+redis.call('HSET', K_DEADLINE, id, string.format('%d', due))
+redis.call('ZADD', K_DUE, string.format('%d', due), id)
+announce(id, due, channel)
+return 1
+"#;
+
+/// One partition's numbers, read at one instant of Redis' clock. No ARGV.
+///
+/// Returns `{now, pending, due now, earliest due, leased, expired leases,
+/// earliest lease expiry, dead, latest death}`, times in ms since the
+/// epoch, `-1` where there is no such job.
+const STATS: &str = r#"
+local function first(key, index)
+  local found = redis.call('ZRANGE', key, index, index, 'WITHSCORES')
+  if found[2] then return tonumber(found[2]) end
+  return -1
+end
+return {
+  now,
+  redis.call('ZCARD', K_DUE),
+  redis.call('ZCOUNT', K_DUE, '-inf', now),
+  first(K_DUE, 0),
+  redis.call('ZCARD', K_LEASED),
+  redis.call('ZCOUNT', K_LEASED, '-inf', now),
+  first(K_LEASED, 0),
+  redis.call('ZCARD', K_DEAD),
+  first(K_DEAD, -1),
+}
+"#;
+
+/// A page of dead letters, newest death first. ARGV: offset, count (at
+/// least 1).
+///
+/// Returns `{now, id, died at, attempts, payload bytes, last error or nil,
+/// ...}` (five fields per dead letter).
+const DEAD_LIST: &str = r#"
+local offset, count = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rows = redis.call('ZREVRANGE', K_DEAD, offset, offset + count - 1, 'WITHSCORES')
+local out = {now}
+for i = 1, #rows, 2 do
+  local id = rows[i]
+  out[#out + 1] = id
+  out[#out + 1] = tonumber(rows[i + 1])
+  out[#out + 1] = tonumber(redis.call('HGET', K_ATTEMPT, id) or '0')
+  out[#out + 1] = redis.call('HSTRLEN', K_PAYLOAD, id)
+  out[#out + 1] = redis.call('HGET', K_ERROR, id)
+end
+return out
+"#;
+
+/// Revives up to `batch` dead letters (oldest deaths first). ARGV:
+/// channel, batch. Returns how many; wakes waiters if any.
+const REQUEUE_ALL: &str = r#"
+local channel, batch = ARGV[1], tonumber(ARGV[2])
+local ids = redis.call('ZRANGE', K_DEAD, 0, batch - 1)
+for _, id in ipairs(ids) do revive(id) end
+if #ids > 0 then redis.call('PUBLISH', channel, '0') end
+return #ids
+"#;
+
+/// Deletes a dead letter for good. ARGV: id. Returns 1, or 0 if it was not
+/// dead (nothing changed).
+const PURGE: &str = r#"
+local id = ARGV[1]
+if redis.call('ZREM', K_DEAD, id) == 0 then return 0 end
+forget(id)
+return 1
+"#;
+
+/// Deletes up to `batch` dead letters for good (oldest deaths first).
+/// ARGV: batch. Returns how many.
+const PURGE_ALL: &str = r#"
+local batch = tonumber(ARGV[1])
+local ids = redis.call('ZRANGE', K_DEAD, 0, batch - 1)
+for _, id in ipairs(ids) do
+  redis.call('ZREM', K_DEAD, id)
+  forget(id)
+end
+return #ids
+"#;
+
+pub(crate) static FAIL_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[FENCE, FAIL]));
+pub(crate) static STATS_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[STATS]));
+pub(crate) static DEAD_LIST_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[DEAD_LIST]));
+pub(crate) static REQUEUE_ALL_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| script(&[REVIVE, REQUEUE_ALL]));
+pub(crate) static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[PURGE]));
+pub(crate) static PURGE_ALL_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[PURGE_ALL]));
