@@ -415,12 +415,14 @@ impl Job {
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseExpired`] if Redis said the lease was lost (it ran
-    /// out, say because the task was blocked for a whole lease, or the job
-    /// was redelivered); [`Error::Timeout`] or [`Error::Redis`] if Redis
-    /// could not be reached to renew it before it would run out. In every
-    /// case `work` was stopped; assume another worker may now have the
-    /// job, and drop it (acking would fail).
+    /// [`Error::LeaseExpired`] if Redis said the lease was lost (the job
+    /// was redelivered, say), or if the lease had run out by the local
+    /// estimate before a renewal could even be sent (this task was not
+    /// polled for a whole lease: a blocked thread, or `keep_alive` called
+    /// too late); [`Error::Timeout`] or [`Error::Redis`] if Redis could not
+    /// be reached to renew it before it would run out. In every case
+    /// `work` was stopped; assume another worker may now have the job, and
+    /// drop it (acking would most likely fail).
     ///
     /// # Examples
     ///
@@ -459,6 +461,10 @@ impl Job {
                 (granted.length / 10).clamp(Duration::from_millis(1), Duration::from_secs(1));
             let mut last_error = None;
             loop {
+                if Instant::now() >= expires_by {
+                    return self.given_up(last_error);
+                }
+                let sent = Instant::now();
                 let renewal = self.extend_lease(granted.length);
                 match tiered_timer::timeout_at(expires_by, renewal).await {
                     Ok(Ok(())) => break,
@@ -468,22 +474,32 @@ impl Job {
                         last_error = Some(error);
                         let again = (Instant::now() + pause).min(expires_by);
                         tiered_timer::sleep_until(again).await;
-                        if Instant::now() >= expires_by {
-                            return self.given_up(last_error, granted.length);
-                        }
                     }
-                    Err(_) => return self.given_up(last_error, granted.length),
+                    Err(_) => {
+                        let after = sent.elapsed();
+                        return self.given_up(Some(Error::Timeout { after }));
+                    }
                 }
             }
         }
     }
 
-    /// The lease would have run out (by the local estimate) while Redis
-    /// could not be reached.
-    fn given_up(&self, last_error: Option<Error>, lease: Duration) -> Error {
-        let error = last_error.unwrap_or(Error::Timeout { after: lease });
-        tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease given up: Redis could not be reached before it would run out");
-        error
+    /// The lease would run out (by the local estimate) before it could be
+    /// renewed: `last_error` if Redis could not be reached, else the lease
+    /// ran out while this task was not polled (a blocked thread, say).
+    fn given_up(&self, last_error: Option<Error>) -> Error {
+        match last_error {
+            Some(error) => {
+                tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease given up: Redis could not be reached before it would run out");
+                error
+            }
+            None => {
+                tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "lease lost: it ran out before keep_alive could renew it");
+                Error::LeaseExpired {
+                    id: self.id.clone(),
+                }
+            }
+        }
     }
 
     /// Reports a lease found lost by `call`.
