@@ -337,7 +337,7 @@ impl Job {
     /// `ack`, `retry_after` and `release` take the `Job` by value, so a
     /// finished job cannot be extended:
     ///
-    /// ```compile_fail
+    /// ```compile_fail,E0382
     /// # use std::time::Duration;
     /// # async fn demo(queue: tiered_timer_redis::Queue) -> Result<(), tiered_timer_redis::Error> {
     /// let job = queue.next().await?;

@@ -41,15 +41,12 @@ async fn lease_expiry(server: &RedisServer, id: &JobId) -> Option<u64> {
         .unwrap()
 }
 
+/// Every delivery: the job, its attempt, and Redis' time of the claim.
+type Deliveries = Arc<Mutex<Vec<(JobId, u32, u64)>>>;
+
 /// A worker that records every delivery (with Redis' time of the claim)
 /// and acks it.
-fn recording_worker(
-    queue: Queue,
-    server_url: String,
-) -> (
-    Arc<Mutex<Vec<(JobId, u32, u64)>>>,
-    tokio::task::JoinHandle<()>,
-) {
+fn recording_worker(queue: Queue, server_url: String) -> (Deliveries, tokio::task::JoinHandle<()>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
     let task = tokio::spawn(async move {
