@@ -196,8 +196,10 @@ impl Job {
     }
 
     /// The lease this delivery was made under: the job is this worker's for
-    /// this long after Redis claimed it for it (or after the last
-    /// [`extend_lease`](Job::extend_lease), for that call's length).
+    /// this long after Redis claimed it for it, unless renewed with
+    /// [`extend_lease`](Job::extend_lease) or
+    /// [`keep_alive`](Job::keep_alive). (This stays the claim's lease after
+    /// a renewal of another length.)
     pub fn lease(&self) -> Duration {
         self.lease
     }
