@@ -339,3 +339,53 @@ async fn keep_alive_gives_up_before_the_lease_runs_out_when_redis_is_unreachable
         "gave up after {gave_up_after:?}"
     );
 }
+
+/// Redis' count of `EVALSHA` calls (`INFO commandstats`).
+fn scripts_run(server: &RedisServer) -> u64 {
+    let info = server.cli(&["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A measurement, not a check: what keeping one job alive costs Redis,
+/// with two idle workers waiting on the queue. Prints scripts/s and
+/// commands/s (commands inside scripts included) over 9 s, lease 3 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement (about 10 s): cargo test -p tiered-timer-redis --test lease -- --ignored --nocapture"]
+async fn measure_the_cost_of_keep_alive() {
+    let server = RedisServer::start();
+    let lease = Duration::from_secs(3);
+    let holder = queue(&server, lease).await;
+    holder.schedule(Duration::ZERO, "x").await.unwrap();
+    let job = holder.next().await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..2 {
+        let waiter = queue(&server, lease).await;
+        waiters.push(tokio::spawn(async move { waiter.next().await }));
+    }
+    let window = Duration::from_secs(9);
+    let (commands, scripts) = job
+        .keep_alive(async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let (c0, s0) = (server.commands_processed(), scripts_run(&server));
+            tokio::time::sleep(window).await;
+            let (c1, s1) = (server.commands_processed(), scripts_run(&server));
+            // Less our own two INFO commands.
+            ((c1 - c0 - 2) as f64, (s1 - s0) as f64)
+        })
+        .await
+        .unwrap();
+    for waiter in &waiters {
+        assert!(!waiter.is_finished(), "taken while kept alive");
+        waiter.abort();
+    }
+    let secs = window.as_secs_f64();
+    println!(
+        "one job kept alive, lease {lease:?}, 2 idle waiters: {:.2} scripts/s, {:.2} commands/s",
+        scripts / secs,
+        commands / secs
+    );
+}
