@@ -410,6 +410,12 @@ impl Job {
     /// that hangs (its task is no longer polled) or dies loses the job
     /// after one lease.
     ///
+    /// Renewals run in the same task as `work`, so a `work` that blocks its
+    /// thread blocks them too, and the lease runs out as it would for a
+    /// hung worker. If such a `work` then finishes, its output is returned
+    /// (the work is done; it cannot be undone) and the following
+    /// [`ack`](Job::ack) reports the lost lease.
+    ///
     /// A renewal that fails for lack of Redis is tried again until the
     /// lease would run out by the local estimate (the instant the last
     /// renewal was *sent* plus the lease, never later than Redis' expiry);
