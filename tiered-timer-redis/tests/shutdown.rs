@@ -6,7 +6,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::RedisServer;
+use support::{RedisCluster, RedisServer};
 use tiered_timer_redis::{Error, JobId, Queue};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -230,4 +230,53 @@ async fn shutdown_waits_for_jobs_in_hand_and_a_job_dropped_before_close_keeps_it
         .unwrap();
     assert_eq!(queue.leased().await.unwrap(), 1, "the crashed one waits");
     assert_eq!(queue.pending().await.unwrap(), 0);
+}
+
+/// The new scripts take the same keys as the others, so they run in one
+/// slot per partition on a cluster too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_extend_and_close_work_on_a_partitioned_cluster_queue() {
+    let cluster = RedisCluster::start(3);
+    let connect = || {
+        Queue::builder(&cluster.url(), "orders")
+            .cluster()
+            .partitions(6)
+            .lease(Duration::from_secs(30))
+            .connect()
+    };
+    let stopping = connect().await.unwrap();
+    let other = connect().await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        ids.push(
+            stopping
+                .schedule(Duration::ZERO, format!("{i}"))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut held = Vec::new();
+    for _ in 0..12 {
+        let job = stopping.next().await.unwrap();
+        job.extend_lease(Duration::from_secs(60)).await.unwrap();
+        held.push(job);
+    }
+    stopping.close();
+    drop(held); // released, one script per job on its partition's node
+    tokio::time::timeout(WAIT, stopping.shutdown())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    for _ in 0..12 {
+        let job = tokio::time::timeout(Duration::from_secs(5), other.next())
+            .await
+            .expect("released, not left to the 60 s lease")
+            .unwrap();
+        assert_eq!(job.attempt(), 1);
+        got.push(job.id().clone());
+        job.ack().await.unwrap();
+    }
+    got.sort();
+    ids.sort();
+    assert_eq!(got, ids);
 }
