@@ -32,8 +32,10 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// A builder setting is out of range (a zero lease, zero attempts, zero
-    /// partitions...).
+    /// A setting is out of range: in the [`Builder`](crate::Builder) (a
+    /// zero lease, zero attempts, zero partitions...), or a zero or
+    /// too-long lease passed to
+    /// [`Job::extend_lease`](crate::Job::extend_lease).
     InvalidConfig {
         /// Which setting, and why.
         reason: &'static str,
@@ -59,6 +61,10 @@ pub enum Error {
         /// The job.
         id: JobId,
     },
+    /// The queue was closed ([`Queue::close`](crate::Queue::close)): it
+    /// hands out no more jobs. Jobs already delivered can still be acked,
+    /// retried, extended and released.
+    Closed,
     /// Redis did not answer within the queue's command timeout
     /// ([`Builder::command_timeout`](crate::Builder::command_timeout)).
     /// The command may or may not have run; every command of this crate is
@@ -93,6 +99,7 @@ impl fmt::Display for Error {
                 f,
                 "the lease on job {id} ran out before this call; the job is delivered again"
             ),
+            Error::Closed => f.write_str("the queue is closed and hands out no more jobs"),
             Error::Timeout { after } => {
                 write!(
                     f,

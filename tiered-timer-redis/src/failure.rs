@@ -202,15 +202,29 @@ impl Job {
         self.give_up(Action::Bury, reason.into()).await.map(|_| ())
     }
 
-    async fn give_up(self, action: Action, reason: String) -> Result<Fate, Error> {
+    async fn give_up(mut self, action: Action, reason: String) -> Result<Fate, Error> {
+        let reason = clip(reason);
         let outcome = self
             .inner
-            .fail(self.partition, &self.id, &self.token, action, clip(reason))
+            .fail(
+                self.partition,
+                &self.id,
+                &self.token,
+                action,
+                reason.clone(),
+            )
             .await?;
+        self.finished = true;
         match outcome {
-            1 => Ok(Fate::Retried),
-            2 => Ok(Fate::Dead),
-            _ => Err(Error::LeaseExpired { id: self.id }),
+            1 => {
+                tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %reason, "job failed; retried later");
+                Ok(Fate::Retried)
+            }
+            2 => {
+                tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %reason, "job moved to the dead letters: it failed");
+                Ok(Fate::Dead)
+            }
+            _ => self.lost("fail"),
         }
     }
 }

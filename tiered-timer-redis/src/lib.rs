@@ -6,6 +6,7 @@
 //! use std::time::Duration;
 //! use tiered_timer_redis::{Error, Job, JobId, Queue};
 //!
+//! # async fn close_order(job: &Job) {}
 //! # async fn demo() -> Result<(), Error> {
 //! let queue = Queue::builder("redis://127.0.0.1:6379/", "orders")
 //!     .lease(Duration::from_secs(30)) // how long a delivered job stays claimed
@@ -19,6 +20,7 @@
 //!
 //! let job: Job = queue.next().await?; // sleeps until a job is due, then claims it
 //! println!("{} (attempt {}): {:?}", job.id(), job.attempt(), job.payload());
+//! job.keep_alive(close_order(&job)).await?; // renews the lease while it works
 //! job.ack().await?;                   // done: removed for good
 //! # Ok(())
 //! # }
@@ -39,6 +41,19 @@
 //!   [`Job::bury`] gives up for good; the reason is kept as the job's last
 //!   error, and jobs that die of lost leases say so too. Both are fenced
 //!   like [`Job::ack`].
+//! * **Long jobs keep their lease, if the worker asks.**
+//!   [`Job::extend_lease`] renews the lease only if this delivery still
+//!   holds it (its token) and it has not run out by Redis' clock;
+//!   [`Job::keep_alive`] does so every third of a lease while a future
+//!   runs, and stops that future (with [`Error::LeaseExpired`]) if the
+//!   lease is lost anyway. Nothing renews a lease on its own: a worker
+//!   that hangs or dies loses its job after one lease.
+//! * **Clean shutdown.** [`Job::release`] hands a job back at once, due
+//!   now, without counting the attempt. [`Queue::close`] makes every
+//!   [`Queue::next`] return [`Error::Closed`] and releases any job dropped
+//!   after it; [`Queue::shutdown`] also waits until every job handed out
+//!   is finished or released. So a stopped worker's jobs go to another
+//!   worker at once instead of after their lease.
 //! * **Never early, by one clock.** Whether a job is due is decided inside
 //!   the scripts by Redis' `TIME`, and [`Queue::schedule`]'s delay counts
 //!   from it, so a client whose clock is off never makes a job early.
@@ -87,8 +102,10 @@
 //!   attempt + 1 (a job out of attempts goes to the dead letters instead);
 //!   if nothing is claimable it returns how long until the earliest due
 //!   time or lease expiry, as a duration from Redis' now;
-//! * *ack*, *retry* and *fail* check the token and that the lease has not run out
-//!   by Redis' clock, then remove or reschedule the job.
+//! * *ack*, *retry*, *fail*, *extend* and *release* check the token and
+//!   that the lease has not run out by Redis' clock, then remove,
+//!   reschedule (or bury), renew (expiry = Redis' now + the lease) or hand
+//!   back the job.
 //!
 //! A waiting [`Queue::next`] (`src/queue.rs`) sleeps exactly the returned
 //! duration on `tiered-timer`, measured on the local monotonic clock from
@@ -103,6 +120,23 @@
 //! a Redis Cluster's nodes): a job's partition is a hash of its id, and
 //! [`Queue::next`] claims from the partitions in turn, starting at a
 //! different one each round.
+//!
+//! # Tracing
+//!
+//! The crate emits [`tracing`](https://docs.rs/tracing) events, silent
+//! unless the application installs a subscriber. Targets are the module
+//! paths (`tiered_timer_redis::queue`, `::job`, `::wake`); fields are
+//! `queue`, `job` (the id), `attempt` and, where it helps, `partition`,
+//! `lease`, `error`:
+//!
+//! | event | level |
+//! |---|---|
+//! | job claimed; acked; retried; lease extended | debug |
+//! | job released; wake-up subscription re-established; queue closed | info |
+//! | job redelivered after its lease ran out; moved to the dead letters; lease lost; renewal failed; wake-up subscription lost | warn |
+//!
+//! Dead-letter events carry `attempts` (the limit) instead of `attempt`;
+//! the wake-up subscription's events have `queue` and `channels`.
 
 #![warn(
     missing_docs,

@@ -11,22 +11,27 @@
 //!   for durations Redis reported (never for a time computed from the
 //!   local clock against Redis'), and after any doubt (a reconnect, a
 //!   lagging receiver) reads again.
+//! * [`Queue::close`] sets a flag shared by every clone and wakes the
+//!   waiters; a `next` checks it before each claim round and after a
+//!   claim (handing back a job claimed as the queue closed). The number of
+//!   [`Job`]s out is counted in a `watch` channel so that
+//!   [`Queue::shutdown`] can wait for it to reach zero.
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{FromRedisValue, Script, Value};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::job::{Job, JobId};
+use crate::job::{Held, Job, JobId, LocalLease};
 use crate::keys::{check_job_id, check_queue_name, partition_of, Keys};
 use crate::scripts;
 use crate::wake::{Subscriber, Wake};
@@ -63,6 +68,10 @@ pub(crate) struct Inner {
     /// Where the next claim round starts, so partitions take turns.
     next_partition: AtomicU32,
     wake: broadcast::Sender<Wake>,
+    /// Set once by [`Queue::close`].
+    closed: AtomicBool,
+    /// How many [`Job`]s of this queue are out (see the ground rules).
+    held: watch::Sender<usize>,
     _subscriber: Subscriber,
 }
 
@@ -241,7 +250,8 @@ impl Builder {
             .collect();
         let (wake, _) = broadcast::channel(1024);
         let channels = partitions.iter().map(|k| k.channel.clone()).collect();
-        let subscriber = Subscriber::spawn(client, channels, wake.clone(), timeout);
+        let subscriber =
+            Subscriber::spawn(self.name.clone(), client, channels, wake.clone(), timeout);
         Ok(Queue {
             inner: Arc::new(Inner {
                 name: self.name,
@@ -253,6 +263,8 @@ impl Builder {
                 command_timeout: timeout,
                 next_partition: AtomicU32::new(0),
                 wake,
+                closed: AtomicBool::new(false),
+                held: watch::Sender::new(0),
                 _subscriber: subscriber,
             }),
         })
@@ -546,6 +558,110 @@ impl Queue {
         Ok(total)
     }
 
+    /// Stops handing out jobs, for a worker that is shutting down.
+    ///
+    /// From now on every [`next`](Queue::next) of this queue and its clones
+    /// returns [`Error::Closed`]: waiting calls at once, later calls
+    /// without asking Redis. Jobs already delivered are left to their
+    /// workers, which may finish them (ack, retry, extend and release go on
+    /// working), and any of them dropped unfinished from now on is
+    /// [released](Job::release) at once instead of waiting out its lease.
+    /// So a worker that drops its work on a signal hands the job straight
+    /// to another worker. Scheduling and the other calls go on working.
+    ///
+    /// Only this process' handle is closed (this `Queue` and its clones):
+    /// other processes and other `Queue`s on the same Redis queue go on.
+    /// Closing twice changes nothing; a closed queue cannot be reopened
+    /// (connect a new one).
+    ///
+    /// See [`shutdown`](Queue::shutdown) to also wait until every job out
+    /// is finished or handed back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_redis::{Error, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), Error> {
+    /// let worker = tokio::spawn({
+    ///     let queue = queue.clone();
+    ///     async move {
+    ///         loop {
+    ///             let job = match queue.next().await {
+    ///                 Err(Error::Closed) => return, // shutting down
+    ///                 other => other.expect("Redis is up"),
+    ///             };
+    ///             // ... work, then ack ...
+    ///             let _ = job.ack().await;
+    ///         }
+    ///     }
+    /// });
+    /// tokio::signal::ctrl_c().await.expect("listen for Ctrl-C");
+    /// queue.close();
+    /// worker.abort(); // drops the job in hand, if any: it is released
+    /// queue.shutdown().await; // waits for that release
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn close(&self) {
+        if !self.inner.closed.swap(true, Ordering::SeqCst) {
+            tracing::info!(queue = %self.inner.name, "queue closed: no more jobs handed out");
+            // Waiters re-check the flag; one that subscribes after this
+            // send reads the flag after it was set.
+            let _ = self.inner.wake.send(Wake::Reread);
+        }
+    }
+
+    /// Whether [`close`](Queue::close) was called on this queue or a
+    /// clone.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_redis::Queue;
+    /// # async fn demo(queue: Queue) {
+    /// assert!(!queue.is_closed());
+    /// queue.close();
+    /// assert!(queue.is_closed());
+    /// # }
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Closes the queue ([`close`](Queue::close)) and waits until every
+    /// [`Job`] it handed out is finished: acked, retried, released, or
+    /// dropped and then released (the release runs in a spawned task,
+    /// which this call waits for).
+    ///
+    /// It waits for work in progress: put a timeout around it, and drop
+    /// (abort) the work that has not finished in time, to hand those jobs
+    /// back too. A release that fails (Redis unreachable) is reported as a
+    /// `tracing` warning, and that job comes back when its lease runs out,
+    /// as after a crash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tiered_timer_redis::Queue;
+    /// # async fn demo(queue: Queue, workers: Vec<tokio::task::JoinHandle<()>>) {
+    /// queue.close();
+    /// // Ten seconds of grace for the jobs in hand, then drop them.
+    /// if tokio::time::timeout(Duration::from_secs(10), queue.shutdown()).await.is_err() {
+    ///     for worker in &workers {
+    ///         worker.abort();
+    ///     }
+    ///     queue.shutdown().await; // the dropped jobs are released
+    /// }
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) {
+        self.close();
+        let mut held = self.inner.held.subscribe();
+        // `wait_for` only fails if the sender is gone; `self` keeps it.
+        let _ = held.wait_for(|n| *n == 0).await;
+    }
+
     /// Waits until a job is due, claims it under a lease, and returns it.
     ///
     /// Each round is one script per partition that either claims the
@@ -561,8 +677,10 @@ impl Queue {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] or [`Error::Redis`] when a claim cannot reach
-    /// Redis; call again to go on waiting (the queue reconnects by itself).
+    /// [`Error::Closed`] once the queue was [closed](Queue::close), at
+    /// once for a call that was waiting. [`Error::Timeout`] or
+    /// [`Error::Redis`] when a claim cannot reach Redis; call again to go
+    /// on waiting (the queue reconnects by itself).
     ///
     /// # Examples
     ///
@@ -581,9 +699,17 @@ impl Queue {
     pub async fn next(&self) -> Result<Job, Error> {
         loop {
             // Listen before reading: a job scheduled after the read below
-            // is announced to this receiver.
+            // is announced to this receiver (and so is `close`).
             let mut wake = self.inner.wake.subscribe();
+            if self.is_closed() {
+                return Err(Error::Closed);
+            }
             let wait = match self.try_claim().await? {
+                Claim::Job(job) if self.is_closed() => {
+                    // Closed while the claim was in flight: hand it back.
+                    let _ = job.release().await;
+                    return Err(Error::Closed);
+                }
                 Claim::Job(job) => return Ok(job),
                 Claim::Wait(wait) => wait,
             };
@@ -692,6 +818,8 @@ impl Inner {
         let keys = &self.partitions[partition as usize];
         let token = random_id();
         let lease_ms = millis_up(self.lease);
+        // The lease starts no earlier than this, by the local clock.
+        let sent = Instant::now();
         let reply: Vec<Value> = self
             .eval(
                 &scripts::CLAIM_SCRIPT,
@@ -707,24 +835,49 @@ impl Inner {
         let kind: i64 = parse(fields.next())?;
         if kind == 0 {
             let wait: i64 = parse(fields.next())?;
+            self.trace_buried(partition, fields.next());
             return Ok(Claim::Wait(
                 u64::try_from(wait).ok().map(Duration::from_millis),
             ));
         }
-        let id: String = parse(fields.next())?;
+        let id = JobId::from(parse::<String>(fields.next())?);
         let payload: Vec<u8> = parse(fields.next())?;
         let deadline_ms: u64 = parse(fields.next())?;
         let attempt: u32 = parse(fields.next())?;
+        let _expiry = fields.next();
+        let expired: i64 = parse(fields.next()).unwrap_or(0);
+        self.trace_buried(partition, fields.next());
+        if expired == 1 {
+            tracing::warn!(queue = %self.name, job = %id, attempt, partition, "job redelivered: its last lease ran out before an ack");
+        } else {
+            tracing::debug!(queue = %self.name, job = %id, attempt, partition, "job claimed");
+        }
+        let lease = Duration::from_millis(lease_ms);
         Ok(Claim::Job(Job {
             inner: Arc::clone(this),
             partition,
-            id: JobId::from(id),
+            id,
             payload,
             deadline_ms,
             attempt,
             token,
-            lease: Duration::from_millis(lease_ms),
+            lease,
+            local_lease: std::sync::Mutex::new(LocalLease {
+                sent,
+                length: lease,
+            }),
+            held: Some(Held::new(this)),
+            finished: false,
         }))
+    }
+
+    /// Emits a dead-letter event for each id the claim script buried.
+    fn trace_buried(&self, partition: u32, buried: Option<Value>) {
+        if let Ok(ids) = parse::<Vec<String>>(buried) {
+            for id in ids {
+                tracing::warn!(queue = %self.name, job = %id, attempts = self.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
+            }
+        }
     }
 
     pub(crate) async fn ack(&self, partition: u32, id: &JobId, token: &str) -> Result<bool, Error> {
@@ -764,7 +917,62 @@ impl Inner {
                 ],
             )
             .await?;
+        if done == 2 {
+            tracing::warn!(queue = %self.name, job = %id, attempts = self.max_attempts, "job moved to the dead letters: retried on its last attempt");
+        }
         Ok(done != 0)
+    }
+
+    /// The queue's name, for events.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// One more (`+1`) or one fewer (`-1`) job out.
+    pub(crate) fn held_changed(&self, by: isize) {
+        self.held.send_modify(|n| *n = n.saturating_add_signed(by));
+    }
+
+    /// Renews a lease (see [`Job::extend_lease`]); `false` if it was lost.
+    pub(crate) async fn extend(
+        &self,
+        partition: u32,
+        id: &JobId,
+        token: &str,
+        lease_ms: u64,
+    ) -> Result<bool, Error> {
+        let keys = &self.partitions[partition as usize];
+        let expiry: i64 = self
+            .eval(
+                &scripts::EXTEND_SCRIPT,
+                keys,
+                vec![arg(id.as_str()), arg(token), arg(&lease_ms.to_string())],
+            )
+            .await?;
+        Ok(expiry != 0)
+    }
+
+    /// Hands a held job back (see [`Job::release`]); `false` if the lease
+    /// was lost.
+    pub(crate) async fn release(
+        &self,
+        partition: u32,
+        id: &JobId,
+        token: &str,
+    ) -> Result<bool, Error> {
+        let keys = &self.partitions[partition as usize];
+        let done: i64 = self
+            .eval(
+                &scripts::RELEASE_SCRIPT,
+                keys,
+                vec![arg(id.as_str()), arg(token), arg(&keys.channel)],
+            )
+            .await?;
+        Ok(done == 1)
     }
 
     /// Runs a script on a partition's keys, within the command timeout.

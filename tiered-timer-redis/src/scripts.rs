@@ -14,7 +14,9 @@
 //! * Every script takes the eight keys of [`Keys`](crate::keys::Keys) in
 //!   their order, so one partition's scripts always run in one slot.
 //! * A lease is fenced by a token: only the holder of the current token,
-//!   before the lease's expiry by Redis' clock, may ack or retry the job.
+//!   before the lease's expiry by Redis' clock, may ack, retry, extend or
+//!   release the job. A lease that ran out is never renewed: extending
+//!   checks the expiry against `TIME` inside the same script.
 //! * A script that reports "nothing to claim" also reports how long until
 //!   something may be claimable, in milliseconds *from Redis' now*, so the
 //!   caller sleeps a duration and never compares its clock with Redis'.
@@ -104,19 +106,23 @@ return {1, due}
 /// (its worker died or overran), then the earliest due job.
 ///
 /// ARGV: lease ms, max attempts, token.
-/// Returns `{1, id, payload, deadline, attempt, lease expiry}` for a
-/// claimed job, `{0, wait}` otherwise, where `wait` is the time in ms from
-/// Redis' now until the earliest due time or lease expiry (`-1`: none).
+/// Returns `{1, id, payload, deadline, attempt, lease expiry, expired,
+/// buried}` for a claimed job, `{0, wait, buried}` otherwise, where `wait`
+/// is the time in ms from Redis' now until the earliest due time or lease
+/// expiry (`-1`: none), `expired` is 1 if the job was taken back from a
+/// lease that ran out (0 if it was waiting), and `buried` lists the ids
+/// this call moved to the dead letters (for the caller's tracing).
 const CLAIM: &str = r#"
 local lease, max_attempts, token = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local function deliver(id)
+local buried = {}
+local function deliver(id, expired)
   local attempt = redis.call('HINCRBY', K_ATTEMPT, id, 1)
   local expiry = now + lease
   redis.call('ZADD', K_LEASED, string.format('%d', expiry), id)
   redis.call('HSET', K_TOKEN, id, token)
   local payload = redis.call('HGET', K_PAYLOAD, id) or ''
   local deadline = tonumber(redis.call('HGET', K_DEADLINE, id) or now)
-  return {1, id, payload, deadline, attempt, expiry}
+  return {1, id, payload, deadline, attempt, expiry, expired, buried}
 end
 -- Expired leases first: their jobs have waited longest. Those out of
 -- attempts go to the dead letters; bounded so one call stays short.
@@ -127,14 +133,15 @@ for _ = 1, 64 do
   local attempt = tonumber(redis.call('HGET', K_ATTEMPT, id) or '0')
   if attempt >= max_attempts then
     bury(id, out_of_attempts(id, string.format('lease expired after %d attempt(s)', attempt)))
+    buried[#buried + 1] = id
   else
-    return deliver(id)
+    return deliver(id, 1)
   end
 end
 local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 1)
 if due[1] then
   redis.call('ZREM', K_DUE, due[1])
-  return deliver(due[1])
+  return deliver(due[1], 0)
 end
 local wait = -1
 local next_due = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
@@ -145,7 +152,7 @@ if next_expiry[2] then
   if wait < 0 or w < wait then wait = w end
 end
 if wait == 0 then wait = 1 end
-return {0, wait}
+return {0, wait, buried}
 "#;
 
 /// Checks that the caller holds the live lease of ARGV[1] with token
@@ -268,6 +275,34 @@ announce(id, due, channel)
 return 1
 "#;
 
+// Leases and shutdown (issue 19): renewing a lease, handing a job back.
+
+/// Renews a lease: it now runs until `lease` ms after Redis' now (which
+/// may be sooner than before, if `lease` is shorter). ARGV: id, token,
+/// lease ms. Returns the new expiry (ms, Redis' clock), or 0 if the lease
+/// was lost (nothing changed).
+const EXTEND: &str = r#"
+local expiry = now + tonumber(ARGV[3])
+redis.call('ZADD', K_LEASED, string.format('%d', expiry), id)
+return expiry
+"#;
+
+/// Hands a held job back, due at once, without counting the delivery
+/// against max attempts. It keeps its due time, so it goes to the front
+/// of the waiting jobs (it has waited longest). ARGV: id, token, channel.
+/// Returns 1, or 0 if the lease was lost (nothing changed).
+const RELEASE: &str = r#"
+local channel = ARGV[3]
+redis.call('ZREM', K_LEASED, id)
+redis.call('HDEL', K_TOKEN, id)
+redis.call('HINCRBY', K_ATTEMPT, id, -1)
+local due = tonumber(redis.call('HGET', K_DEADLINE, id) or now)
+if due > now then due = now end
+redis.call('ZADD', K_DUE, string.format('%d', due), id)
+announce(id, due, channel)
+return 1
+"#;
+
 /// One partition's numbers, read at one instant of Redis' clock. No ARGV.
 ///
 /// Returns `{now, pending, due now, earliest due, leased, expired leases,
@@ -350,3 +385,5 @@ pub(crate) static REQUEUE_ALL_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| script(&[REVIVE, REQUEUE_ALL]));
 pub(crate) static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[PURGE]));
 pub(crate) static PURGE_ALL_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[PURGE_ALL]));
+pub(crate) static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[FENCE, EXTEND]));
+pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[FENCE, RELEASE]));

@@ -16,6 +16,8 @@
 //! * Waiters subscribe to the broadcast before they read Redis, so nothing
 //!   announced after their read can be missed; a waiter that lags behind
 //!   the broadcast's buffer re-reads too.
+//! * Losing and re-establishing the subscription are `tracing` events
+//!   (warn and info): they are the reconnects an operator wants to see.
 
 use std::time::Duration;
 
@@ -41,12 +43,13 @@ pub(crate) struct Subscriber(JoinHandle<()>);
 impl Subscriber {
     /// Spawns the task on the current runtime.
     pub(crate) fn spawn(
+        queue: String,
         client: redis::Client,
         channels: Vec<String>,
         wake: broadcast::Sender<Wake>,
         timeout: Duration,
     ) -> Subscriber {
-        Subscriber(tokio::spawn(run(client, channels, wake, timeout)))
+        Subscriber(tokio::spawn(run(queue, client, channels, wake, timeout)))
     }
 }
 
@@ -57,6 +60,7 @@ impl Drop for Subscriber {
 }
 
 async fn run(
+    queue: String,
     client: redis::Client,
     channels: Vec<String>,
     wake: broadcast::Sender<Wake>,
@@ -64,13 +68,20 @@ async fn run(
 ) {
     const FIRST_BACKOFF: Duration = Duration::from_millis(50);
     let mut backoff = FIRST_BACKOFF;
+    let mut lost = false;
     loop {
         let subscribe = async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&channels).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
-        if let Ok(Ok(pubsub)) = tiered_timer::timeout(timeout, subscribe).await {
+        let subscribed = tiered_timer::timeout(timeout, subscribe).await;
+        if let Ok(Ok(pubsub)) = subscribed {
+            if lost {
+                tracing::info!(queue = %queue, channels = channels.len(), "wake-up subscription re-established; waiters read again");
+            } else {
+                tracing::debug!(queue = %queue, channels = channels.len(), "wake-up subscription established");
+            }
             backoff = FIRST_BACKOFF;
             let _ = wake.send(Wake::Reread);
             let mut messages = pubsub.into_on_message();
@@ -84,6 +95,15 @@ async fn run(
                 };
             }
             let _ = wake.send(Wake::Reread);
+            lost = true;
+            tracing::warn!(queue = %queue, channels = channels.len(), "wake-up subscription lost; reconnecting");
+        } else {
+            let error = match subscribed {
+                Ok(Err(error)) => error.to_string(),
+                _ => format!("no answer within {timeout:?}"),
+            };
+            tracing::warn!(queue = %queue, channels = channels.len(), %error, retry_in = ?backoff, "could not subscribe to wake-ups");
+            lost = true;
         }
         tiered_timer::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(2));
