@@ -501,10 +501,14 @@ impl Shared {
     pub(crate) fn deregister(&self, entry: EntryKey) {
         let (shard, key) = self.shard_of(entry);
         let mut state = lock(&shard.state);
-        if !state.shutdown && shard.deadlines.get(key) <= MAX_TICK {
-            state.pending -= 1;
-        }
-        let slot = state.wheel.remove(key);
+        // A sleep's entry is filed exactly while its word holds an ordinary
+        // tick (shutdown unfiles all), so the count needs no look at it.
+        let (slot, filed) = state.wheel.remove_filed(key);
+        debug_assert_eq!(
+            filed,
+            !state.shutdown && shard.deadlines.get(key) <= MAX_TICK
+        );
+        state.pending -= usize::from(filed);
         drop(state);
         drop(slot);
     }

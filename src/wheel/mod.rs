@@ -320,10 +320,11 @@ impl<T> Wheel<T> {
 
     /// Takes an entry out of its bucket without removing it: it stays in the
     /// wheel, keeps its key, and will not come due until it is reset.
+    /// Returns whether it was filed (in a bucket or found due).
     #[inline]
-    pub(crate) fn unfile(&mut self, key: Key) {
+    pub(crate) fn unfile(&mut self, key: Key) -> bool {
         match Place::unpack(self.entries[key].place) {
-            Place::Unfiled => return,
+            Place::Unfiled => return false,
             Place::Due => self.due.unlink(&mut self.entries, key),
             Place::Bucket(id) => {
                 // An emptied bucket stays in the queue; it is dropped when it
@@ -333,6 +334,7 @@ impl<T> Wheel<T> {
             }
         }
         self.entries[key].place = Place::UNFILED;
+        true
     }
 
     /// Removes an entry in O(1) and returns its value.
@@ -342,14 +344,21 @@ impl<T> Wheel<T> {
     /// If `key` is not in the wheel.
     #[inline]
     pub(crate) fn remove(&mut self, key: Key) -> T {
-        self.unfile(key);
+        self.remove_filed(key).0
+    }
+
+    /// As [`remove`](Self::remove), also saying whether the entry was
+    /// filed (not handed out by a poll, nor unfiled).
+    #[inline]
+    pub(crate) fn remove_filed(&mut self, key: Key) -> (T, bool) {
+        let filed = self.unfile(key);
         let value = self.entries.remove(key).value;
         if self.entries.is_empty() && self.entries.capacity() > SHRINK_ABOVE {
             // A burst is over: give its memory back. (While entries remain,
             // freed slots are reused, so a steady load does not grow.)
             self.release();
         }
-        value
+        (value, filed)
     }
 
     /// The value of entry `key`.
