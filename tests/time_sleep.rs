@@ -369,9 +369,12 @@ async fn a_sleep_due_during_a_large_flush_is_not_held_behind_it() {
     tokio::task::yield_now().await;
     time::advance(ms(11)).await;
     let woken_before = later.await.unwrap();
+    // The first batch (1 024, inside `advance`) was under way before it
+    // came due; it goes first in the next one, whose wakes all happen in
+    // one turn of the driver task, before its own task runs.
     assert!(
-        woken_before < SLEEPS,
-        "the later sleep waited for all {SLEEPS} earlier ones"
+        woken_before <= 2 * 1024,
+        "the later sleep waited behind {woken_before} of {SLEEPS} earlier ones"
     );
     while counter.0.load(Ordering::SeqCst) < SLEEPS {
         tokio::task::yield_now().await;
