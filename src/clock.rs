@@ -128,7 +128,9 @@ impl Clock for TokioClock {
 /// * A timer whose driver task is waiting on the clock is woken by the
 ///   move itself, on the calling thread: by the time `advance` returns,
 ///   its due sleeps have been woken (the first 1 024 of them; the driver
-///   task wakes any more in batches).
+///   task wakes any more in batches, and at each batch sleeps that came
+///   due meanwhile go ahead of the rest, so deadline order holds for
+///   sleeps within a batch; callbacks keep it throughout).
 /// * A timer whose driver has not run since a sleep was registered (the
 ///   caller has not yielded since) fires it when the driver next runs,
 ///   which is before the caller's next yielding await resumes.

@@ -126,6 +126,7 @@ both_clocks!(
     cancel_from_a_callback_due_in_the_same_turn_has_one_outcome,
     a_panicking_callback_does_not_stop_the_timer,
     due_callbacks_run_in_deadline_order,
+    callbacks_keep_deadline_order_through_a_flush_of_many_batches,
     shutdown_hands_back_unfired_in_deadline_order,
     dropping_the_timer_drops_unfired_callbacks_without_running_them,
     unrepresentable_delay_never_runs_but_stays_pending,
@@ -367,6 +368,32 @@ async fn due_callbacks_run_in_deadline_order(manual: bool) {
     assert_eq!(log.names(), ["3", "5", "7"]);
     h.advance(ms(50)).await;
     assert_eq!(log.names(), ["3", "5", "7", "12", "20", "30"]);
+}
+
+/// Regression guard for issue 18's cascade-storm fix: between the
+/// driver's batches, sleeps that came due meanwhile go ahead of the rest
+/// of a large flush, but callbacks never do. 3 000 callbacks due at once
+/// take three batches; one due a tick later must still run after all.
+async fn callbacks_keep_deadline_order_through_a_flush_of_many_batches(manual: bool) {
+    const AT_ONCE: u64 = 3_000;
+    let h = Harness::new(manual, ms(1));
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let start = h.now();
+    let schedule = |at: u64| {
+        let ran = ran.clone();
+        h.handle()
+            .schedule_at(start + ms(at), move || ran.lock().unwrap().push(at))
+            .unwrap();
+    };
+    (0..AT_ONCE).for_each(|_| schedule(10));
+    schedule(11);
+    h.advance(ms(11)).await;
+    while ran.lock().unwrap().len() < AT_ONCE as usize + 1 {
+        tokio::task::yield_now().await;
+    }
+    let ran = ran.lock().unwrap();
+    let first_late = ran.iter().position(|&at| at == 11);
+    assert_eq!(first_late, Some(AT_ONCE as usize), "ran out of order");
 }
 
 async fn shutdown_hands_back_unfired_in_deadline_order(manual: bool) {

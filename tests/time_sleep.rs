@@ -339,6 +339,51 @@ async fn a_large_flush_yields_to_other_tasks_between_batches() {
     );
 }
 
+/// Regression (issue 18, the cascade storm): a sleep due a tick after
+/// thousands of others used to wait until the driver had handed out every
+/// one of them, batch after batch, with other tasks run in between; now
+/// what came due meanwhile goes ahead at the next batch.
+#[tokio::test(start_paused = true)]
+async fn a_sleep_due_during_a_large_flush_is_not_held_behind_it() {
+    const SLEEPS: usize = 5_000;
+    let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(counter.clone());
+    let deadline = Instant::now() + ms(10);
+    let mut sleeps: Vec<Sleep> = (0..SLEEPS).map(|_| sleep_until(deadline)).collect();
+    tokio::task::unconstrained(async {
+        for sleep in &mut sleeps {
+            assert!(Pin::new(sleep)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending());
+        }
+    })
+    .await;
+    // Notes how many of the others had been woken when it ran.
+    let later = {
+        let counter = counter.clone();
+        tokio::spawn(async move {
+            sleep_until(deadline + ms(1)).await;
+            counter.0.load(Ordering::SeqCst)
+        })
+    };
+    tokio::task::yield_now().await;
+    time::advance(ms(11)).await;
+    let woken_before = later.await.unwrap();
+    // The first batch (1 024, inside `advance`) was under way before it
+    // came due; it goes first in the next one, whose wakes all happen in
+    // one turn of the driver task, before its own task runs.
+    assert!(
+        woken_before <= 2 * 1024,
+        "the later sleep waited behind {woken_before} of {SLEEPS} earlier ones"
+    );
+    while counter.0.load(Ordering::SeqCst) < SLEEPS {
+        tokio::task::yield_now().await;
+    }
+    assert!(sleeps.iter().all(Sleep::is_elapsed));
+    tokio::task::yield_now().await;
+    assert_eq!(counter.0.load(Ordering::SeqCst), SLEEPS, "each woken once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_thread_real_time_never_early() {
     let tasks: Vec<_> = (0..200u64)

@@ -24,7 +24,10 @@
 //! so is each lock hold within it ([`WAKE_CHUNK`], with a coarse bucket's
 //! entries moved down a few dozen at a time); the driver task carries on
 //! with the rest, yielding between batches, so a million simultaneous
-//! expiries never monopolise a worker or a shard's lock.
+//! expiries never monopolise a worker or a shard's lock. At each batch,
+//! sleeps that came due meanwhile go first ([`Wheel::overtake`]), so a
+//! sleep due just after a storm is not held behind all of it; callbacks
+//! never overtake, so they still run earliest deadline first.
 //!
 //! # Ground rules
 //!
@@ -498,10 +501,14 @@ impl Shared {
     pub(crate) fn deregister(&self, entry: EntryKey) {
         let (shard, key) = self.shard_of(entry);
         let mut state = lock(&shard.state);
-        if !state.shutdown && shard.deadlines.get(key) <= MAX_TICK {
-            state.pending -= 1;
-        }
-        let slot = state.wheel.remove(key);
+        // A sleep's entry is filed exactly while its word holds an ordinary
+        // tick (shutdown unfiles all), so the count needs no look at it.
+        let (slot, filed) = state.wheel.remove_filed(key);
+        debug_assert_eq!(
+            filed,
+            !state.shutdown && shard.deadlines.get(key) <= MAX_TICK
+        );
+        state.pending -= usize::from(filed);
         drop(state);
         drop(slot);
     }
@@ -685,9 +692,13 @@ impl Shared {
             // back into the due list, forever.
             let now = now.max(state.wheel.elapsed());
             let mut drained = false;
-            // Bounded per lock hold: callbacks found due add no waker, and
-            // moving entries of a coarse bucket into finer ones (up to 32
-            // per step, each cheaper than a wake) counts as a few entries.
+            if fired == 0 && steps == 0 {
+                // A new batch: sleeps that came due since go first.
+                let is_sleep = |slot: &Slot| matches!(slot, Slot::Sleep(_));
+                state.wheel.overtake(now, WAKE_CHUNK, is_sleep);
+            }
+            // Bounded per lock hold: callbacks found due add no waker;
+            // moving a coarse bucket's entries (32 a step) counts as a few.
             let mut units = 0;
             while units < WAKE_CHUNK {
                 units += 1;
@@ -1045,45 +1056,4 @@ impl Drop for Driver {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// One wheel slot per pending timer: a sleep's waker and no more, so a
-    /// slab slot (entry, links, deadline and slot) stays at 40 bytes.
-    #[test]
-    fn a_slot_is_one_waker() {
-        assert_eq!(std::mem::size_of::<Slot>(), std::mem::size_of::<Waker>());
-    }
-
-    /// Regression: a flush whose clock reading is older than the wheel's
-    /// time must not spin on an entry due between the two.
-    #[tokio::test]
-    async fn flush_with_a_stale_now_terminates() {
-        let (shared, driver) =
-            Shared::new(Config::default(), Arc::new(crate::clock::TokioClock), None);
-        let shard = &shared.shards[0];
-        let key = {
-            let mut state = lock(&shard.state);
-            assert_eq!(state.wheel.poll(10), None);
-            // Due at 8: the wheel, at 10, puts it straight in the due list.
-            let (key, _) = state.wheel.insert(8, Slot::Sleep(Waker::noop().clone()));
-            state.pending += 1;
-            shard.deadlines.ensure(key);
-            shard.deadlines.set(key, 8);
-            key
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let flusher = shared.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send(flusher.flush_at(5, usize::MAX));
-        });
-        let Ok(flushed) = rx.recv_timeout(Duration::from_secs(10)) else {
-            // The spinning flush holds the lock: dropping these would block.
-            std::mem::forget((driver, shared));
-            panic!("flush with a stale `now` never returned");
-        };
-        assert_eq!(flushed, Flushed::Done);
-        assert_eq!(shard.deadlines.get(key), FIRED);
-        assert_eq!(shared.pending(), 0);
-    }
-}
+mod tests;

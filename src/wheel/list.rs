@@ -106,6 +106,12 @@ impl List {
         (self.head != NIL).then_some(self.head)
     }
 
+    /// The key after `key`, which must be in this list.
+    pub(super) fn next<T>(&self, entries: &Slab<Entry<T>>, key: Link) -> Option<Link> {
+        let next = entries[key].links.next();
+        (next != NIL).then_some(next)
+    }
+
     /// The keys in order, first to last.
     pub(super) fn iter<'a, T>(
         &self,
@@ -130,6 +136,17 @@ impl List {
         let key = self.head;
         self.unlink(entries, key);
         Some(key)
+    }
+
+    /// The last key, if any.
+    pub(super) fn back(&self) -> Option<Link> {
+        (self.tail != NIL).then_some(self.tail)
+    }
+
+    /// The key before `key`, which must be in this list.
+    pub(super) fn prev<T>(&self, entries: &Slab<Entry<T>>, key: Link) -> Option<Link> {
+        let prev = entries[key].links.prev();
+        (prev != NIL).then_some(prev)
     }
 
     /// Removes `key`, which must be in this list, in O(1).

@@ -320,10 +320,11 @@ impl<T> Wheel<T> {
 
     /// Takes an entry out of its bucket without removing it: it stays in the
     /// wheel, keeps its key, and will not come due until it is reset.
+    /// Returns whether it was filed (in a bucket or found due).
     #[inline]
-    pub(crate) fn unfile(&mut self, key: Key) {
+    pub(crate) fn unfile(&mut self, key: Key) -> bool {
         match Place::unpack(self.entries[key].place) {
-            Place::Unfiled => return,
+            Place::Unfiled => return false,
             Place::Due => self.due.unlink(&mut self.entries, key),
             Place::Bucket(id) => {
                 // An emptied bucket stays in the queue; it is dropped when it
@@ -333,6 +334,7 @@ impl<T> Wheel<T> {
             }
         }
         self.entries[key].place = Place::UNFILED;
+        true
     }
 
     /// Removes an entry in O(1) and returns its value.
@@ -342,14 +344,21 @@ impl<T> Wheel<T> {
     /// If `key` is not in the wheel.
     #[inline]
     pub(crate) fn remove(&mut self, key: Key) -> T {
-        self.unfile(key);
+        self.remove_filed(key).0
+    }
+
+    /// As [`remove`](Self::remove), also saying whether the entry was
+    /// filed (not handed out by a poll, nor unfiled).
+    #[inline]
+    pub(crate) fn remove_filed(&mut self, key: Key) -> (T, bool) {
+        let filed = self.unfile(key);
         let value = self.entries.remove(key).value;
         if self.entries.is_empty() && self.entries.capacity() > SHRINK_ABOVE {
             // A burst is over: give its memory back. (While entries remain,
             // freed slots are reused, so a steady load does not grow.)
             self.release();
         }
-        value
+        (value, filed)
     }
 
     /// The value of entry `key`.
@@ -532,6 +541,86 @@ impl<T> Wheel<T> {
                 }
             }
         }
+    }
+
+    /// Lets entries due by `now` in buckets that came due go ahead of the
+    /// rest of a bucket that is partly drained: moves up to `limit` of them
+    /// to the front of what [`poll_step`](Self::poll_step) hands out next
+    /// (behind entries already found due), looking at no more than `limit`
+    /// entries. If the bucket partly drained is a finest one, its last
+    /// `limit / 4` entries (its latest filings) are looked at first.
+    /// Only entries whose value `may_overtake` accepts move; the others
+    /// keep their place, so among themselves they still come out in
+    /// deadline order. Returns how many moved.
+    ///
+    /// For a caller that drains in batches, between them: without it, an
+    /// entry due a tick after a bucket of a million waits until that whole
+    /// bucket has been handed out, batch after batch. Never early (only
+    /// entries whose deadline is at or before `now` move), never lost or
+    /// twice (each moves from one list to another); but deadline order then
+    /// holds across batches only among the entries that may not overtake,
+    /// so a caller that promises it for every entry (the delay queue) does
+    /// not call this. A no-op unless a bucket is partly drained. Of a
+    /// coarse bucket it looks at the first entries only, and goes no
+    /// further: the rest waits for the bucket's turn.
+    pub(crate) fn overtake(
+        &mut self,
+        now: u64,
+        limit: usize,
+        may_overtake: impl Fn(&T) -> bool,
+    ) -> usize {
+        let (mut moved, mut looked) = (0, 0);
+        if let Some(id) = self.draining.filter(|id| id.level == 0) {
+            // A finest bucket is all due: its latest filings (a registration
+            // made after a coarse bucket was moved into it, say) get a share
+            // of each batch too, rather than waiting behind all of it.
+            let list = &mut self.levels[0].buckets[id.slot as usize].list;
+            let mut cursor = list.back();
+            while let Some(key) = cursor.filter(|_| looked < limit / 4) {
+                looked += 1;
+                cursor = list.prev(&self.entries, key);
+                if may_overtake(&self.entries[key].value) {
+                    list.unlink(&mut self.entries, key);
+                    self.due.push_back(&mut self.entries, key);
+                    self.entries[key].place = Place::DUE;
+                    moved += 1;
+                }
+            }
+        }
+        while looked < limit && self.draining.is_some() {
+            let Some((expiration, id)) = self.queue.peek() else {
+                break;
+            };
+            if expiration > now {
+                break;
+            }
+            // No slot is reused meanwhile: the wheel's time stays at or
+            // before this bucket's start, so its level cannot yet cover the
+            // slot's next rotation.
+            let bucket = &mut self.levels[id.level as usize].buckets[id.slot as usize];
+            if bucket.expiration != Some(expiration) {
+                self.discard_head(expiration, id);
+                continue;
+            }
+            let mut cursor = bucket.list.front();
+            while let Some(key) = cursor.filter(|_| looked < limit) {
+                looked += 1;
+                cursor = bucket.list.next(&self.entries, key);
+                let entry = &self.entries[key];
+                if entry.deadline <= now && may_overtake(&entry.value) {
+                    bucket.list.unlink(&mut self.entries, key);
+                    self.due.push_back(&mut self.entries, key);
+                    self.entries[key].place = Place::DUE;
+                    moved += 1;
+                }
+            }
+            if !bucket.list.is_empty() {
+                break;
+            }
+            // Emptied: off the queue; filing into it again queues it.
+            self.discard_head(expiration, id);
+        }
+        moved
     }
 
     /// Moves the wheel's time forward to `now` if nothing is due by then,

@@ -175,6 +175,113 @@ fn a_coarse_bucket_drains_in_bounded_steps() {
     assert_eq!(wheel.next_expiration(), None);
 }
 
+/// Between batches, entries of a finest bucket due meanwhile go ahead of
+/// the rest of a partly handed out one, and so do the latest filings of
+/// that one (a share of each batch); nothing due later moves.
+#[test]
+fn a_later_due_bucket_overtakes_a_partly_drained_one() {
+    let mut wheel = Wheel::new(8);
+    for value in 0..20 {
+        wheel.insert(5, value);
+    }
+    wheel.insert(6, 60);
+    wheel.insert(7, 70);
+    wheel.insert(20, 200);
+    assert_eq!(wheel.overtake(7, 32, |_| true), 0, "nothing partly drained");
+    let first: Vec<u32> = (0..2)
+        .map(|_| match wheel.poll_step(7) {
+            Polled::Due(key) => wheel.remove(key),
+            other => panic!("expected an entry, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(first, vec![0, 1]);
+    // Now 6: the last 32 / 4 of the bucket of 5, then the bucket of 6 may
+    // overtake; not the one of 7.
+    assert_eq!(wheel.overtake(6, 32, |_| true), 9);
+    assert_eq!(wheel.elapsed(), 5, "time does not move");
+    let mut expected: Vec<u32> = (12..20).rev().collect();
+    expected.push(60);
+    expected.extend(2..12);
+    assert_eq!(fire(&mut wheel, 6), expected);
+    assert_eq!(fire(&mut wheel, 7), vec![70]);
+    // A bucket filed into after it was overtaken is queued again.
+    wheel.insert(8, 80);
+    assert_eq!(wheel.next_expiration(), Some(8));
+    assert_eq!(fire(&mut wheel, 19), vec![80]);
+    assert_eq!(fire(&mut wheel, 20), vec![200]);
+    assert_eq!(wheel.len(), 0);
+}
+
+/// A coarse bucket that came due gives up its due entries and keeps the
+/// rest, for its turn.
+#[test]
+fn due_entries_of_a_coarse_bucket_overtake_too() {
+    let mut wheel = Wheel::new(8);
+    for value in 0..4 {
+        wheel.insert(5, value);
+    }
+    // Level 1 (buckets of 8 ticks): [8, 16) starts at 8.
+    wheel.insert(14, 140);
+    wheel.insert(9, 90);
+    assert!(matches!(wheel.poll_step(10), Polled::Due(_)));
+    assert_eq!(wheel.overtake(10, 32, |_| true), 4);
+    assert_eq!(fire(&mut wheel, 10), vec![3, 2, 1, 90]);
+    assert_eq!(fire(&mut wheel, 13), Vec::<u32>::new());
+    assert_eq!(fire(&mut wheel, 14), vec![140]);
+    assert_eq!(wheel.len(), 1, "the first one, handed out, not removed");
+}
+
+/// Entries the caller does not let overtake (callbacks, in the driver)
+/// keep their place: among themselves they still come out in deadline
+/// order, while the others around them go ahead.
+#[test]
+fn entries_that_may_not_overtake_keep_deadline_order() {
+    let mut wheel = Wheel::new(8);
+    let is_odd = |value: &u32| value % 2 == 1;
+    for value in 0..20 {
+        wheel.insert(5, value);
+    }
+    wheel.insert(6, 60);
+    wheel.insert(6, 61);
+    assert_eq!(fire_some(&mut wheel, 5, 2), vec![0, 1]);
+    // The last 8 of the bucket of 5 are looked at (12..20): the odd ones
+    // move, latest first; then the bucket of 6 gives up 61, not 60.
+    assert_eq!(wheel.overtake(6, 32, is_odd), 5);
+    let fired = fire(&mut wheel, 6);
+    let mut expected = vec![19, 17, 15, 13, 61];
+    expected.extend(2..12);
+    expected.extend([12, 14, 16, 18, 60]);
+    assert_eq!(fired, expected);
+    let evens: Vec<u32> = fired.into_iter().filter(|v| v % 2 == 0).collect();
+    assert!(evens.windows(2).all(|w| w[0] < w[1]), "{evens:?}");
+    assert_eq!(wheel.len(), 0);
+}
+
+/// Hands out and removes up to `n` entries due by `now`.
+fn fire_some(wheel: &mut Wheel<u32>, now: u64, n: usize) -> Vec<u32> {
+    let mut fired = Vec::new();
+    while fired.len() < n {
+        let Some(key) = wheel.poll(now) else { break };
+        fired.push(wheel.remove(key));
+    }
+    fired
+}
+
+/// `limit` bounds one call; the rest of an overtaking bucket stays queued.
+#[test]
+fn overtaking_is_bounded() {
+    let mut wheel = Wheel::new(8);
+    let early: Vec<Key> = (0..3).map(|v| wheel.insert(1, v).0).collect();
+    for value in 10..15 {
+        wheel.insert(2, value);
+    }
+    assert!(matches!(wheel.poll_step(2), Polled::Due(key) if key == early[0]));
+    assert_eq!(wheel.overtake(2, 2, |_| true), 2);
+    assert_eq!(wheel.next_expiration(), Some(1));
+    wheel.remove(early[0]);
+    assert_eq!(fire(&mut wheel, 2), vec![10, 11, 1, 2, 12, 13, 14]);
+}
+
 /// A bucket emptied by removals while it drains is nothing to wake for.
 #[test]
 fn a_draining_bucket_emptied_by_removals_is_not_due() {
@@ -406,6 +513,8 @@ enum LagOp {
     /// A few bounded steps of a poll, as a driver takes between releases
     /// of its lock: other operations then meet a partly drained bucket.
     Steps(u8),
+    /// What the driver does between batches: due finest buckets overtake.
+    Overtake(u8),
 }
 
 fn lag_op() -> impl Strategy<Value = LagOp> {
@@ -414,6 +523,7 @@ fn lag_op() -> impl Strategy<Value = LagOp> {
         2 => Just(LagOp::CatchUp),
         2 => Just(LagOp::Poll),
         3 => (1u8..6).prop_map(LagOp::Steps),
+        2 => (1u8..4).prop_map(LagOp::Overtake),
     ]
 }
 
@@ -448,6 +558,13 @@ proptest! {
                         hand_out(&mut wheel, &mut model, key, now)?;
                     }
                     check_none_overdue(&model, now)?;
+                }
+                LagOp::Overtake(limit) => {
+                    let before = wheel.elapsed();
+                    // Odd values overtake, even ones (callbacks, say) may not.
+                    let moved = wheel.overtake(now, usize::from(limit), |value| value % 2 == 1);
+                    prop_assert!(moved <= usize::from(limit));
+                    prop_assert_eq!(wheel.elapsed(), before);
                 }
                 LagOp::Steps(n) => {
                     let mut peeked = peek_with_deadline(&wheel);
