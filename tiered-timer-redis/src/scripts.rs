@@ -93,8 +93,11 @@ else
 end
 redis.call('ZREM', K_DEAD, id)
 redis.call('HSET', K_PAYLOAD, id, payload)
-redis.call('HSET', K_ATTEMPT, id, 0)
-redis.call('HSET', K_DEADLINE, id, string.format('%d', due))
+-- A waiting job is its score in the due set and its payload, nothing
+-- more: the attempt count and the deadline as scheduled are written when
+-- it is first delivered (memory per pending job). Clear a dead letter's.
+redis.call('HDEL', K_ATTEMPT, id)
+redis.call('HDEL', K_DEADLINE, id)
 redis.call('HDEL', K_TOKEN, id)
 redis.call('HDEL', K_ERROR, id)
 redis.call('ZADD', K_DUE, string.format('%d', due), id)
@@ -115,13 +118,18 @@ return {1, due}
 const CLAIM: &str = r#"
 local lease, max_attempts, token = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local buried = {}
-local function deliver(id, expired)
+-- `due` is the job's score in the due set, or nil for a job taken back
+-- from a lost lease. The deadline as scheduled is kept from the first
+-- delivery on (a retry or release may move the due score, not the
+-- deadline a worker sees); before that, the due score is the deadline.
+local function deliver(id, expired, due)
   local attempt = redis.call('HINCRBY', K_ATTEMPT, id, 1)
   local expiry = now + lease
   redis.call('ZADD', K_LEASED, string.format('%d', expiry), id)
   redis.call('HSET', K_TOKEN, id, token)
   local payload = redis.call('HGET', K_PAYLOAD, id) or ''
-  local deadline = tonumber(redis.call('HGET', K_DEADLINE, id) or now)
+  local deadline = tonumber(redis.call('HGET', K_DEADLINE, id) or due or now)
+  if due then redis.call('HSETNX', K_DEADLINE, id, string.format('%d', deadline)) end
   return {1, id, payload, deadline, attempt, expiry, expired, buried}
 end
 -- Expired leases first: their jobs have waited longest. Those out of
@@ -138,10 +146,10 @@ for _ = 1, 64 do
     return deliver(id, 1)
   end
 end
-local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'LIMIT', 0, 1)
+local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
 if due[1] then
   redis.call('ZREM', K_DUE, due[1])
-  return deliver(due[1], 0)
+  return deliver(due[1], 0, tonumber(due[2]))
 end
 local wait = -1
 local next_due = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')

@@ -499,3 +499,57 @@ async fn schedule_many_schedules_every_job() {
         .is_err());
     assert_eq!(small.pending().await.unwrap(), 0);
 }
+
+/// The fields the queue's hashes hold for `id`: payload, attempt, deadline.
+async fn stored(server: &RedisServer, id: &JobId) -> [bool; 3] {
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut out = [false; 3];
+    for (slot, hash) in out.iter_mut().zip(["payload", "attempt", "deadline"]) {
+        *slot = redis::cmd("HEXISTS")
+            .arg(format!("ttr:{{orders}}:{hash}"))
+            .arg(id.as_str())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    out
+}
+
+// Memory per pending job: a waiting job is its due score and its payload;
+// the attempt count and the deadline are written at the first delivery,
+// and the deadline a worker sees is the one scheduled, through a release
+// and a redelivery after a lost lease.
+#[tokio::test]
+async fn a_waiting_job_stores_only_its_payload_and_keeps_its_deadline() {
+    let server = RedisServer::start();
+    let queue = queue(&server, Duration::from_millis(300)).await;
+    let due_at = SystemTime::now() + Duration::from_millis(150);
+    let id = queue
+        .schedule_at(due_at, b"order 7".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(stored(&server, &id).await, [true, false, false]);
+    let scheduled = score(&server, "due", &id).await.unwrap();
+
+    let job = queue.next().await.unwrap();
+    let deadline_ms = |job: &tiered_timer_redis::Job| {
+        job.deadline()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    assert_eq!((job.id(), job.attempt()), (&id, 1));
+    assert_eq!(deadline_ms(&job), scheduled);
+    assert_eq!(stored(&server, &id).await, [true, true, true]);
+
+    job.release().await.unwrap();
+    assert_eq!(score(&server, "due", &id).await, Some(scheduled)); // the front
+    let job = queue.next().await.unwrap();
+    assert_eq!((job.attempt(), deadline_ms(&job)), (1, scheduled));
+    drop(job); // the lease runs out: redelivered
+    let job = queue.next().await.unwrap();
+    assert_eq!((job.attempt(), deadline_ms(&job)), (2, scheduled));
+    job.ack().await.unwrap();
+    assert_eq!(stored(&server, &id).await, [false, false, false]);
+}
