@@ -169,11 +169,48 @@ impl Deliveries {
             delivered: l.len() as u64,
             expected,
             early: l.iter().filter(|&&x| x < 0).count(),
+            commands_per_job: 0.0,
+            cpu: 0.0,
+            stalls: (0.0, 0.0),
         }
     }
 }
 
-/// Lateness in ms.
+/// A thread of its own that sleeps 1 ms at a time and records how much
+/// longer each sleep took: how much the (shared) machine held this process
+/// back while a lateness run went on. Not part of any queue.
+struct Stalls {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<u64>>,
+}
+
+impl Stalls {
+    fn start() -> Stalls {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut over = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                over.push((t.elapsed().as_micros() as u64).saturating_sub(1000));
+            }
+            over
+        });
+        Stalls { stop, thread }
+    }
+
+    /// p99 and max oversleep, ms.
+    fn finish(self) -> (f64, f64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut over = self.thread.join().unwrap();
+        over.sort_unstable();
+        let p99 = over[((over.len() as f64 - 1.0) * 0.99) as usize] as f64 / 1000.0;
+        (p99, *over.last().unwrap() as f64 / 1000.0)
+    }
+}
+
+/// Lateness in ms, and what the run cost Redis.
 struct Lateness {
     p50: f64,
     p99: f64,
@@ -182,6 +219,12 @@ struct Lateness {
     delivered: u64,
     expected: u64,
     early: usize,
+    /// Redis commands per delivered job.
+    commands_per_job: f64,
+    /// Redis CPU, % of a core, over the run.
+    cpu: f64,
+    /// This process held back: p99 and max oversleep of 1 ms sleeps.
+    stalls: (f64, f64),
 }
 
 impl Lateness {
@@ -193,6 +236,10 @@ impl Lateness {
         if self.early > 0 {
             s.push_str(&format!(" (up to {:.1} ms)", -self.min));
         }
+        s.push_str(&format!(
+            "; Redis {:.1} commands/job, {:.0} % CPU; host stalls p99 {:.1} / max {:.1}",
+            self.commands_per_job, self.cpu, self.stalls.0, self.stalls.1
+        ));
         if self.delivered != self.expected {
             s.push_str(&format!(
                 "; {} of {} delivered",
@@ -201,6 +248,30 @@ impl Lateness {
         }
         s
     }
+}
+
+/// Waits for a lateness run's deliveries (and 200 ms more, to catch a
+/// second delivery) while watching Redis (`INFO` on the node at `url`) and
+/// the host's stalls.
+async fn observe(url: &str, sink: &Deliveries, total: u64, until: Instant) -> Lateness {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client
+        .get_multiplexed_async_connection_with_config(&patient())
+        .await
+        .unwrap();
+    let stalls = Stalls::start();
+    let started = Instant::now();
+    let before = info(&mut conn).await;
+    sink.wait_for(total, until).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = info(&mut conn).await;
+    let secs = started.elapsed().as_secs_f64();
+    let mut l = sink.summary(total);
+    l.commands_per_job =
+        (after.commands - before.commands).saturating_sub(1) as f64 / l.delivered.max(1) as f64;
+    l.cpu = (after.cpu - before.cpu) / secs * 100.0;
+    l.stalls = stalls.finish();
+    l
 }
 
 /// The due times of a lateness run: `rate` per second from `lead` after
@@ -254,6 +325,18 @@ async fn info(conn: &mut MultiplexedConnection) -> Info {
         cpu: field("used_cpu_sys") + field("used_cpu_user"),
         memory: field("used_memory") as u64,
     }
+}
+
+/// The response timeout of the peers' connections and of the bench's own:
+/// redis-rs' default of 500 ms is too short for a `FLUSHALL` of a million
+/// jobs or a 1 000-job batch on a loaded machine. (Ours: its
+/// `command_timeout`, 5 s by default.)
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn patient() -> redis::AsyncConnectionConfig {
+    redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(PATIENCE))
+        .set_connection_timeout(Some(PATIENCE))
 }
 
 async fn flush(conn: &mut MultiplexedConnection) {
@@ -344,13 +427,12 @@ mod ours {
         let sink = Arc::new(Deliveries::default());
         let handles = workers(url, name, cluster, partitions, scale.workers, sink.clone()).await;
         let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
-        sink.wait_for(plan.len() as u64, until).await;
         // A little longer, to catch a second delivery.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let l = observe(url, &sink, plan.len() as u64, until).await;
         for h in handles {
             h.abort();
         }
-        sink.summary(plan.len() as u64)
+        l
     }
 
     /// Jobs/s claimed and acked by the workers, all due at once.
@@ -412,7 +494,10 @@ mod rsmq {
 
     pub async fn connect(url: &str) -> Rsmq {
         let client = redis::Client::open(url).unwrap();
-        let conn = client.get_multiplexed_async_connection().await.unwrap();
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&patient())
+            .await
+            .unwrap();
         Rsmq::new_with_connection(conn, false, None).await.unwrap()
     }
 
@@ -480,12 +565,11 @@ mod rsmq {
         let sink = Arc::new(Deliveries::default());
         let handles = workers(url, scale.workers, scale.poll, sink.clone()).await;
         let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
-        sink.wait_for(plan.len() as u64, until).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let l = observe(url, &sink, plan.len() as u64, until).await;
         for h in handles {
             h.abort();
         }
-        sink.summary(plan.len() as u64)
+        l
     }
 
     pub async fn schedule(url: &str, scale: &Scale) -> (f64, f64) {
@@ -524,7 +608,15 @@ mod apalis {
     pub type Storage = RedisStorage<String>;
 
     pub async fn storage(url: &str) -> Storage {
-        let conn = apalis_redis::connect(url).await.unwrap();
+        // As `apalis_redis::connect`, with the patient response timeout.
+        let client = redis::Client::open(url).unwrap();
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(PATIENCE))
+            .set_connection_timeout(Some(PATIENCE));
+        let conn = client
+            .get_connection_manager_with_config(config)
+            .await
+            .unwrap();
         RedisStorage::new(conn).with_config(ApalisConfig::default().queue(QUEUE))
     }
 
@@ -575,12 +667,11 @@ mod apalis {
         let sink = Arc::new(Deliveries::default());
         let handles = workers(url, scale.workers, scale.poll, sink.clone()).await;
         let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
-        sink.wait_for(plan.len() as u64, until).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let l = observe(url, &sink, plan.len() as u64, until).await;
         for h in handles {
             h.abort();
         }
-        sink.summary(plan.len() as u64)
+        l
     }
 
     pub async fn schedule(url: &str, scale: &Scale) -> (f64, f64) {
@@ -676,7 +767,10 @@ async fn main() {
     let redis = support::Redis::start_own(&[]);
     let url = redis.url.clone();
     let client = redis::Client::open(url.as_str()).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let mut admin = client
+        .get_multiplexed_async_connection_with_config(&patient())
+        .await
+        .unwrap();
     let workers = scale.workers;
     let mut rows: Vec<Row> = Vec::new();
 
