@@ -33,7 +33,7 @@
 //!    in 1.
 //!
 //! The peers poll: `PEERS_POLL_MS` (100) between empty polls for both.
-//! That is apalis-redis 0.6's default poll interval; apalis 1.0 has none
+//! apalis-redis releases before 1.0 polled every 100 ms; apalis 1.0 has none
 //! (without a poll strategy a worker re-fetches only at its 30 s heartbeat,
 //! so `poll_with_interval` is what a user must add), and rsmq_async's own
 //! `Worker` defaults to 1 s.
@@ -251,25 +251,39 @@ impl Lateness {
 }
 
 /// Waits for a lateness run's deliveries (and 200 ms more, to catch a
-/// second delivery) while watching Redis (`INFO` on the node at `url`) and
-/// the host's stalls.
-async fn observe(url: &str, sink: &Deliveries, total: u64, until: Instant) -> Lateness {
-    let client = redis::Client::open(url).unwrap();
-    let mut conn = client
-        .get_multiplexed_async_connection_with_config(&patient())
-        .await
-        .unwrap();
+/// second delivery) while watching Redis (`INFO` on every node in `watch`,
+/// added up) and the host's stalls.
+async fn observe(watch: &[String], sink: &Deliveries, total: u64, until: Instant) -> Lateness {
+    let mut conns = Vec::new();
+    for url in watch {
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&patient())
+            .await
+            .unwrap();
+        conns.push(conn);
+    }
+    // Commands and CPU over all nodes, less one INFO per node.
+    async fn total_info(conns: &mut [MultiplexedConnection]) -> (u64, f64) {
+        let mut sum = (0, 0.0);
+        for conn in conns.iter_mut() {
+            let i = info(conn).await;
+            sum.0 += i.commands;
+            sum.1 += i.cpu;
+        }
+        sum
+    }
     let stalls = Stalls::start();
     let started = Instant::now();
-    let before = info(&mut conn).await;
+    let before = total_info(&mut conns).await;
     sink.wait_for(total, until).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let after = info(&mut conn).await;
+    let after = total_info(&mut conns).await;
     let secs = started.elapsed().as_secs_f64();
     let mut l = sink.summary(total);
     l.commands_per_job =
-        (after.commands - before.commands).saturating_sub(1) as f64 / l.delivered.max(1) as f64;
-    l.cpu = (after.cpu - before.cpu) / secs * 100.0;
+        (after.0 - before.0).saturating_sub(conns.len() as u64) as f64 / l.delivered.max(1) as f64;
+    l.cpu = (after.1 - before.1) / secs * 100.0;
     l.stalls = stalls.finish();
     l
 }
@@ -398,7 +412,15 @@ mod ours {
         handles
     }
 
-    pub async fn lateness(url: &str, cluster: bool, partitions: u32, scale: &Scale) -> Lateness {
+    /// A lateness run; `watch` are the Redis nodes whose commands and CPU
+    /// count.
+    pub async fn lateness(
+        url: &str,
+        watch: &[String],
+        cluster: bool,
+        partitions: u32,
+        scale: &Scale,
+    ) -> Lateness {
         let name = "peers-ours";
         let producer = connect(url, name, cluster, partitions).await;
         let plan = plan(scale, lead(scale));
@@ -428,7 +450,7 @@ mod ours {
         let handles = workers(url, name, cluster, partitions, scale.workers, sink.clone()).await;
         let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
         // A little longer, to catch a second delivery.
-        let l = observe(url, &sink, plan.len() as u64, until).await;
+        let l = observe(watch, &sink, plan.len() as u64, until).await;
         for h in handles {
             h.abort();
         }
@@ -565,7 +587,7 @@ mod rsmq {
         let sink = Arc::new(Deliveries::default());
         let handles = workers(url, scale.workers, scale.poll, sink.clone()).await;
         let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
-        let l = observe(url, &sink, plan.len() as u64, until).await;
+        let l = observe(&[url.to_owned()], &sink, plan.len() as u64, until).await;
         for h in handles {
             h.abort();
         }
@@ -667,7 +689,7 @@ mod apalis {
         let sink = Arc::new(Deliveries::default());
         let handles = workers(url, scale.workers, scale.poll, sink.clone()).await;
         let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
-        let l = observe(url, &sink, plan.len() as u64, until).await;
+        let l = observe(&[url.to_owned()], &sink, plan.len() as u64, until).await;
         for h in handles {
             h.abort();
         }
@@ -771,6 +793,7 @@ async fn main() {
         .get_multiplexed_async_connection_with_config(&patient())
         .await
         .unwrap();
+    let one = [url.clone()];
     let workers = scale.workers;
     let mut rows: Vec<Row> = Vec::new();
 
@@ -784,7 +807,7 @@ async fn main() {
         flush(&mut admin).await;
         eprintln!("warm-up: {peer}...");
         match peer {
-            "tiered-timer-redis" => ours::lateness(&url, false, 1, &warm_up).await,
+            "tiered-timer-redis" => ours::lateness(&url, &one, false, 1, &warm_up).await,
             "rsmq_async" => rsmq::lateness(&url, &warm_up).await,
             _ => apalis::lateness(&url, &warm_up).await,
         };
@@ -797,7 +820,7 @@ async fn main() {
         flush(&mut admin).await;
         eprintln!("lateness: {peer}...");
         let l = match peer {
-            "tiered-timer-redis" => ours::lateness(&url, false, 1, &scale).await,
+            "tiered-timer-redis" => ours::lateness(&url, &one, false, 1, &scale).await,
             "rsmq_async" => rsmq::lateness(&url, &scale).await,
             _ => apalis::lateness(&url, &scale).await,
         };
@@ -932,31 +955,41 @@ async fn main() {
     println!("Our memory per pending job by key (`MEMORY USAGE`): {memory_by_key}");
     println!();
 
-    // 4. Our queue: one node against a 3-master cluster.
-    eprintln!("cluster: one node...");
-    let single_claim = ours::claim_throughput(&url, false, 1, &scale).await;
-    flush(&mut admin).await;
-    let single_lateness = ours::lateness(&url, false, 1, &scale).await;
-    flush(&mut admin).await;
+    // 4. Our queue: one node (one partition, then three) against a
+    // 3-master cluster.
+    let mut claims = Vec::new();
+    let mut lateness = Vec::new();
+    for partitions in [1, 3] {
+        eprintln!("cluster: one node, {partitions} partition(s)...");
+        claims.push(ours::claim_throughput(&url, false, partitions, &scale).await);
+        flush(&mut admin).await;
+        lateness.push(ours::lateness(&url, &one, false, partitions, &scale).await);
+        flush(&mut admin).await;
+    }
     drop(admin);
     drop(redis);
     eprintln!("cluster: three masters...");
     let cluster = support::Cluster::start(3);
-    let cluster_claim = ours::claim_throughput(&cluster.url(), true, 3, &scale).await;
-    let cluster_lateness = ours::lateness(&cluster.url(), true, 3, &scale).await;
+    let nodes: Vec<String> = cluster.nodes.iter().map(|n| n.url.clone()).collect();
+    claims.push(ours::claim_throughput(&cluster.url(), true, 3, &scale).await);
+    lateness.push(ours::lateness(&cluster.url(), &nodes, true, 3, &scale).await);
     drop(cluster);
-    println!("| tiered-timer-redis, {workers} workers | one node, `partitions(1)` | 3-master cluster, `partitions(3)` |");
-    println!("|---|---|---|");
     println!(
-        "| claim + ack throughput (jobs/s; {} jobs due at once) | {single_claim:.0} | {cluster_claim:.0} |",
-        scale.claim_jobs
+        "| tiered-timer-redis, {workers} workers | one node, `partitions(1)` | one node, `partitions(3)` | 3-master cluster, `partitions(3)` |"
     );
+    println!("|---|---|---|---|");
+    let claims: Vec<String> = claims.iter().map(|c| format!("{c:.0}")).collect();
     println!(
-        "| lateness p50 / p99 / max (ms), early; {} jobs/s for {} s | {} | {} |",
+        "| claim + ack throughput (jobs/s; {} jobs due at once) | {} |",
+        scale.claim_jobs,
+        claims.join(" | ")
+    );
+    let lateness: Vec<String> = lateness.iter().map(Lateness::cell).collect();
+    println!(
+        "| lateness p50 / p99 / max (ms), early; {} jobs/s for {} s | {} |",
         scale.rate,
         scale.lateness_secs,
-        single_lateness.cell(),
-        cluster_lateness.cell()
+        lateness.join(" | ")
     );
     println!();
     println!("(run took {:.0} s)", started.elapsed().as_secs_f64());
