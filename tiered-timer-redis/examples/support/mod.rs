@@ -1,5 +1,8 @@
 //! For the examples: the Redis at `REDIS_URL`, or a redis-server started
-//! here on a free port in a temporary directory (stopped on drop).
+//! here on a free port in a temporary directory (stopped on drop); and a
+//! local Redis Cluster of redis-servers started here.
+
+#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -19,11 +22,22 @@ impl Redis {
         if let Ok(url) = std::env::var("REDIS_URL") {
             return Redis { url, child: None };
         }
+        Redis::start_own(&[])
+    }
+
+    /// A fresh redis-server, whatever `REDIS_URL` says, with extra
+    /// arguments.
+    pub fn start_own(extra: &[&str]) -> Redis {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("find a free port")
             .port();
-        let dir = std::env::temp_dir().join(format!("ttr-example-{}", std::process::id()));
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ttr-example-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(&dir).expect("create a temporary directory");
         let child = Command::new("redis-server")
             .args([
@@ -36,6 +50,8 @@ impl Redis {
             ])
             .args(["--appendonly", "no", "--dir"])
             .arg(&dir)
+            .args(extra)
+            .current_dir(&dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .env_remove("LD_PRELOAD")
@@ -57,8 +73,17 @@ impl Redis {
         }
     }
 
+    /// The port of the server.
+    pub fn port(&self) -> u16 {
+        self.url
+            .trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a port in the URL")
+    }
+
     /// Whether the server was started here (so it may be flushed).
-    #[allow(dead_code)]
     pub fn owned(&self) -> bool {
         self.child.is_some()
     }
@@ -71,5 +96,63 @@ impl Drop for Redis {
             let _ = child.wait();
             let _ = std::fs::remove_dir_all(dir);
         }
+    }
+}
+
+/// A local Redis Cluster of `n` masters without replicas, started here
+/// (`--cluster-enabled yes`, joined by `redis-cli --cluster create`).
+pub struct Cluster {
+    pub nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    pub fn start(n: usize) -> Cluster {
+        let nodes: Vec<Redis> = (0..n)
+            .map(|_| {
+                Redis::start_own(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        let output = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &nodes {
+            loop {
+                let info = Command::new("redis-cli")
+                    .args(["-p", &node.port().to_string(), "CLUSTER", "INFO"])
+                    .output()
+                    .expect("run redis-cli");
+                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the cluster did not come up");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Cluster { nodes }
+    }
+
+    pub fn url(&self) -> String {
+        self.nodes[0].url.clone()
     }
 }
