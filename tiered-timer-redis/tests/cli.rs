@@ -35,14 +35,6 @@ fn count(text: &str, label: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {label:?} line in:\n{text}"))
 }
 
-/// Redis' clock in ms.
-async fn redis_now_ms(server: &RedisServer) -> u64 {
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    secs * 1000 + micros / 1000
-}
-
 #[test]
 fn help_and_bad_arguments() {
     let help = ttr(&["--help"]);
@@ -145,7 +137,7 @@ async fn stats_dead_requeue_and_purge_on_a_real_queue() {
         .connect()
         .await
         .unwrap();
-    let t0 = redis_now_ms(&server).await;
+    let t0 = server.now_ms().await;
     let at = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
     // Two jobs 200 s and 10 s overdue, one an hour out, and one buried
     // (the most overdue, so the first claimed).

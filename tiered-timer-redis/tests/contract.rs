@@ -12,20 +12,7 @@ use tiered_timer_redis::{Error, JobId, Queue};
 const WAIT: Duration = Duration::from_secs(20);
 
 async fn queue(server: &RedisServer, lease: Duration) -> Queue {
-    Queue::builder(&server.url(), "orders")
-        .lease(lease)
-        .max_attempts(3)
-        .connect()
-        .await
-        .expect("connect")
-}
-
-/// Redis' clock in ms.
-async fn redis_now_ms(server: &RedisServer) -> u64 {
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    secs * 1000 + micros / 1000
+    support::queue(server, lease, 3).await
 }
 
 /// The score of `id` in one of the queue's sorted sets.
@@ -89,7 +76,7 @@ async fn never_early_by_redis_clock() {
     let queue = queue(&server, lease).await;
     let mut expected = Vec::new();
     for delay_ms in [0u64, 1, 7, 50, 120, 250, 400] {
-        let before = redis_now_ms(&server).await;
+        let before = server.now_ms().await;
         let id = queue
             .schedule(Duration::from_millis(delay_ms), format!("{delay_ms}"))
             .await
@@ -202,7 +189,7 @@ async fn ack_after_the_lease_ran_out_fails_even_before_redelivery() {
     let job = queue.next().await.unwrap();
     let expiry = score(&server, "leased", &id).await.unwrap();
     eventually("Redis' clock passes the lease", WAIT, || async {
-        redis_now_ms(&server).await > expiry
+        server.now_ms().await > expiry
     })
     .await;
     assert!(matches!(job.ack().await, Err(Error::LeaseExpired { .. })));
@@ -223,7 +210,7 @@ async fn retry_after_redelivers_later_with_the_next_attempt() {
     let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
     let job = queue.next().await.unwrap();
     let first_deadline = job.deadline();
-    let before = redis_now_ms(&server).await;
+    let before = server.now_ms().await;
     job.retry_after(Duration::from_millis(200)).await.unwrap();
     assert_eq!(queue.pending().await.unwrap(), 1);
     assert_eq!(queue.leased().await.unwrap(), 0);

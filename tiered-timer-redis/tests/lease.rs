@@ -13,20 +13,7 @@ use tiered_timer_redis::{Error, Job, JobId, Queue};
 const WAIT: Duration = Duration::from_secs(20);
 
 async fn queue(server: &RedisServer, lease: Duration) -> Queue {
-    Queue::builder(&server.url(), "orders")
-        .lease(lease)
-        .max_attempts(5)
-        .connect()
-        .await
-        .expect("connect")
-}
-
-/// Redis' clock in ms.
-async fn redis_now_ms(server: &RedisServer) -> u64 {
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    secs * 1000 + micros / 1000
+    support::queue(server, lease, 5).await
 }
 
 /// The lease expiry of `id` (ms, Redis' clock), if it is leased.
@@ -135,7 +122,7 @@ async fn a_renewal_racing_the_expiry_leaves_exactly_one_holder() {
             let b = b.clone();
             async move { b.next().await }
         });
-        let now = redis_now_ms(&server).await;
+        let now = server.now_ms().await;
         let target = expiry as i64 + skew_ms;
         if target > now as i64 {
             tokio::time::sleep(Duration::from_millis((target - now as i64) as u64)).await;
@@ -195,7 +182,7 @@ async fn a_worker_whose_renewals_stop_loses_the_job_after_one_lease() {
     // is dropped: the worker hangs, or forgot).
     let cut = tokio::time::timeout(lease * 3, job.keep_alive(std::future::pending::<()>())).await;
     assert!(cut.is_err(), "the pending work never finishes");
-    let stopped_at = redis_now_ms(&server).await;
+    let stopped_at = server.now_ms().await;
     assert!(
         others.lock().unwrap().is_empty(),
         "delivered to another worker while renewed"
@@ -277,7 +264,7 @@ async fn extend_after_the_lease_is_lost_fails_clearly() {
     // Run out by Redis' clock, not yet claimed by anyone: still refused.
     let expiry = lease_expiry(&server, &id).await.unwrap();
     eventually("Redis' clock passes the lease", WAIT, || async {
-        redis_now_ms(&server).await > expiry
+        server.now_ms().await > expiry
     })
     .await;
     let error = job.extend_lease(Duration::from_secs(30)).await.unwrap_err();

@@ -6,27 +6,10 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use support::{eventually, RedisServer};
+use support::{eventually, queue, RedisServer};
 use tiered_timer_redis::{Error, Fate, Job, JobId, Queue};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-async fn queue(server: &RedisServer, lease: Duration, max_attempts: u32) -> Queue {
-    Queue::builder(&server.url(), "orders")
-        .lease(lease)
-        .max_attempts(max_attempts)
-        .connect()
-        .await
-        .expect("connect")
-}
-
-/// Redis' clock in ms.
-async fn redis_now_ms(server: &RedisServer) -> u64 {
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    secs * 1000 + micros / 1000
-}
 
 fn at_ms(ms: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
@@ -64,7 +47,7 @@ async fn stats_read_counts_and_overdue_by_redis_clock() {
     assert_eq!(empty.partitions.len(), 1);
 
     // A known schedule on Redis' clock: 90 s late, 30 s late, an hour out.
-    let t0 = redis_now_ms(&server).await;
+    let t0 = server.now_ms().await;
     queue.schedule_at(at_ms(t0 - 90_000), "a").await.unwrap();
     queue.schedule_at(at_ms(t0 - 30_000), "bb").await.unwrap();
     queue
@@ -72,7 +55,7 @@ async fn stats_read_counts_and_overdue_by_redis_clock() {
         .await
         .unwrap();
     let stats = queue.stats().await.unwrap();
-    let t1 = redis_now_ms(&server).await;
+    let t1 = server.now_ms().await;
     assert_eq!(stats.pending, 3);
     assert_eq!(stats.due_now, 2);
     assert_eq!(stats.earliest_due, Some(at_ms(t0 - 90_000)));
@@ -93,9 +76,9 @@ async fn stats_read_counts_and_overdue_by_redis_clock() {
     );
 
     // The most overdue job is claimed first; the next one is 30 s late.
-    let before = redis_now_ms(&server).await;
+    let before = server.now_ms().await;
     let job = next(&queue).await;
-    let after = redis_now_ms(&server).await;
+    let after = server.now_ms().await;
     assert_eq!(job.payload(), b"a");
     let stats = queue.stats().await.unwrap();
     assert_eq!((stats.pending, stats.due_now, stats.leased), (2, 1, 1));
@@ -147,7 +130,7 @@ async fn stats_are_summed_over_partitions_and_given_per_partition() {
         .connect()
         .await
         .unwrap();
-    let t0 = redis_now_ms(&server).await;
+    let t0 = server.now_ms().await;
     for i in 0..40 {
         queue
             .schedule_with_id(format!("later-{i}"), Duration::from_secs(3600), "x")
@@ -199,9 +182,9 @@ async fn fail_retries_after_a_backoff_then_dies_with_the_reason() {
         .await
         .unwrap();
     let job = next(&queue).await;
-    let before = redis_now_ms(&server).await;
+    let before = server.now_ms().await;
     assert_eq!(job.fail("provider down").await.unwrap(), Fate::Retried);
-    let after = redis_now_ms(&server).await;
+    let after = server.now_ms().await;
     assert_eq!(stored_error(&server, "order-7"), "provider down");
     // Due again 1 s (the first backoff) after the failure, by Redis' clock.
     let due: u64 = server
@@ -218,9 +201,9 @@ async fn fail_retries_after_a_backoff_then_dies_with_the_reason() {
 
     let job = next(&queue).await;
     assert_eq!(job.attempt(), 2);
-    let before = redis_now_ms(&server).await;
+    let before = server.now_ms().await;
     assert_eq!(job.fail("provider still down").await.unwrap(), Fate::Dead);
-    let after = redis_now_ms(&server).await;
+    let after = server.now_ms().await;
 
     let dead = queue.dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), 1);

@@ -6,19 +6,10 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::{RedisCluster, RedisServer};
+use support::{queue, RedisCluster, RedisServer};
 use tiered_timer_redis::{Error, JobId, Queue};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-async fn queue(server: &RedisServer, lease: Duration, max_attempts: u32) -> Queue {
-    Queue::builder(&server.url(), "orders")
-        .lease(lease)
-        .max_attempts(max_attempts)
-        .connect()
-        .await
-        .expect("connect")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_workers_jobs_go_to_another_worker_well_within_a_lease() {

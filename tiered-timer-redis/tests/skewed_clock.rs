@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use support::RedisServer;
+use support::{redis_now_ms, RedisServer};
 use tiered_timer_redis::Queue;
 
 const LIBFAKETIME: &[&str] = &[
@@ -78,13 +78,6 @@ fn a_client_an_hour_ahead_or_behind_never_makes_a_job_early() {
         skew_of(&behind) <= -3500,
         "libfaketime did not shift the clock:\n{behind}"
     );
-}
-
-async fn redis_now_ms(url: &str) -> u64 {
-    let client = redis::Client::open(url).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    secs * 1000 + micros / 1000
 }
 
 /// The child's part: producer and worker on a shifted clock. Run only by

@@ -110,6 +110,11 @@ impl RedisServer {
         }
     }
 
+    /// Redis' clock in ms (`TIME`): the clock the queue decides by.
+    pub async fn now_ms(&self) -> u64 {
+        redis_now_ms(&self.url()).await
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
@@ -314,4 +319,26 @@ pub async fn deliver_all(
     }
     let result = delivered.lock().unwrap().clone();
     result
+}
+
+/// Redis' clock in ms (`TIME` of the server at `url`).
+pub async fn redis_now_ms(url: &str) -> u64 {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// The queue `orders` on `server`, with this lease and max attempts.
+pub async fn queue(
+    server: &RedisServer,
+    lease: Duration,
+    max_attempts: u32,
+) -> tiered_timer_redis::Queue {
+    tiered_timer_redis::Queue::builder(&server.url(), "orders")
+        .lease(lease)
+        .max_attempts(max_attempts)
+        .connect()
+        .await
+        .expect("connect")
 }
