@@ -54,6 +54,18 @@ local function forget(id)
   redis.call('HDEL', K_ERROR, id)
 end
 
+-- Ends a held job's lease and makes it due `delay` ms after now (rounded
+-- up, so never early), with that as its deadline; wakes waiters if it is
+-- now the earliest.
+local function reschedule(id, delay, channel)
+  redis.call('ZREM', K_LEASED, id)
+  redis.call('HDEL', K_TOKEN, id)
+  local due = math.floor((now_us + 999) / 1000) + delay
+  redis.call('HSET', K_DEADLINE, id, string.format('%d', due))
+  redis.call('ZADD', K_DUE, string.format('%d', due), id)
+  announce(id, due, channel)
+end
+
 -- Moves a job to the dead letters; keeps its payload and attempt count,
 -- and records `reason` (if given) as its last error.
 local function bury(id, reason)
@@ -191,12 +203,7 @@ if attempt >= max_attempts then
   bury(id, out_of_attempts(id, string.format('retried on its last attempt (%d of %d)', attempt, max_attempts)))
   return 2
 end
-redis.call('ZREM', K_LEASED, id)
-redis.call('HDEL', K_TOKEN, id)
-local due = math.floor((now_us + 999) / 1000) + delay
-redis.call('HSET', K_DEADLINE, id, string.format('%d', due))
-redis.call('ZADD', K_DUE, string.format('%d', due), id)
-announce(id, due, channel)
+reschedule(id, delay, channel)
 return 1
 "#;
 
@@ -274,12 +281,7 @@ if action == 'b' or attempt >= max_attempts then
   return 2
 end
 redis.call('HSET', K_ERROR, id, reason)
-redis.call('ZREM', K_LEASED, id)
-redis.call('HDEL', K_TOKEN, id)
-local due = math.floor((now_us + 999) / 1000) + delay
-redis.call('HSET', K_DEADLINE, id, string.format('%d', due))
-redis.call('ZADD', K_DUE, string.format('%d', due), id)
-announce(id, due, channel)
+reschedule(id, delay, channel)
 return 1
 "#;
 
