@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+#[path = "../../tests/support/cluster_join.rs"]
+mod cluster_join;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -108,47 +111,10 @@ pub struct Cluster {
 impl Cluster {
     pub fn start(n: usize) -> Cluster {
         let nodes: Vec<Redis> = (0..n)
-            .map(|_| {
-                Redis::start_own(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "5000",
-                ])
-            })
+            .map(|_| Redis::start_own(&cluster_join::NODE_ARGS))
             .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|node| format!("127.0.0.1:{}", node.port()))
-            .collect();
-        let output = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .output()
-            .expect("run redis-cli --cluster create");
-        assert!(
-            output.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&output.stdout)
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        for node in &nodes {
-            loop {
-                let info = Command::new("redis-cli")
-                    .args(["-p", &node.port().to_string(), "CLUSTER", "INFO"])
-                    .output()
-                    .expect("run redis-cli");
-                if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "the cluster did not come up");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
+        let ports: Vec<u16> = nodes.iter().map(Redis::port).collect();
+        cluster_join::join(&ports);
         Cluster { nodes }
     }
 

@@ -5,6 +5,9 @@
 
 #![allow(dead_code)]
 
+#[path = "cluster_join.rs"]
+mod cluster_join;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -210,50 +213,11 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start(n: usize) -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..n)
-            .map(|_| {
-                RedisServer::start_with(&[
-                    "--appendonly",
-                    "no",
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "5000",
-                ])
-            })
-            .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|s| format!("127.0.0.1:{}", s.port))
-            .collect();
-        let output = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .output()
-            .expect("run redis-cli --cluster create");
-        assert!(
-            output.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&output.stdout)
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        for node in &nodes {
-            loop {
-                let info = node.cli(&["CLUSTER", "INFO"]);
-                if info.contains("cluster_state:ok") {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "cluster did not reach cluster_state:ok"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
+        let mut args = vec!["--appendonly", "no"];
+        args.extend(cluster_join::NODE_ARGS);
+        let nodes: Vec<RedisServer> = (0..n).map(|_| RedisServer::start_with(&args)).collect();
+        let ports: Vec<u16> = nodes.iter().map(|node| node.port).collect();
+        cluster_join::join(&ports);
         RedisCluster { nodes }
     }
 
