@@ -293,13 +293,12 @@ impl Wake for CountingWaker {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_large_flush_yields_to_other_tasks_between_batches() {
-    const SLEEPS: usize = 5_000;
+/// `n` sleeps until `deadline`, registered (polled once) with one waker
+/// that counts its wakes.
+async fn registered_sleeps(n: usize, deadline: Instant) -> (Arc<CountingWaker>, Vec<Sleep>) {
     let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
     let waker = Waker::from(counter.clone());
-    let deadline = Instant::now() + ms(10);
-    let mut sleeps: Vec<Sleep> = (0..SLEEPS).map(|_| sleep_until(deadline)).collect();
+    let mut sleeps: Vec<Sleep> = (0..n).map(|_| sleep_until(deadline)).collect();
     // Unconstrained: so many polls in one turn would exhaust tokio's budget.
     tokio::task::unconstrained(async {
         for sleep in &mut sleeps {
@@ -309,6 +308,14 @@ async fn a_large_flush_yields_to_other_tasks_between_batches() {
         }
     })
     .await;
+    (counter, sleeps)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_large_flush_yields_to_other_tasks_between_batches() {
+    const SLEEPS: usize = 5_000;
+    let deadline = Instant::now() + ms(10);
+    let (counter, sleeps) = registered_sleeps(SLEEPS, deadline).await;
     // A task that runs whenever the scheduler lets it, noting progress.
     let seen = {
         let counter = counter.clone();
@@ -346,18 +353,8 @@ async fn a_large_flush_yields_to_other_tasks_between_batches() {
 #[tokio::test(start_paused = true)]
 async fn a_sleep_due_during_a_large_flush_is_not_held_behind_it() {
     const SLEEPS: usize = 5_000;
-    let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
-    let waker = Waker::from(counter.clone());
     let deadline = Instant::now() + ms(10);
-    let mut sleeps: Vec<Sleep> = (0..SLEEPS).map(|_| sleep_until(deadline)).collect();
-    tokio::task::unconstrained(async {
-        for sleep in &mut sleeps {
-            assert!(Pin::new(sleep)
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending());
-        }
-    })
-    .await;
+    let (counter, sleeps) = registered_sleeps(SLEEPS, deadline).await;
     // Notes how many of the others had been woken when it ran.
     let later = {
         let counter = counter.clone();
