@@ -126,11 +126,22 @@ const SCHEDULE_MANY: &str = r#"
 local channel, mode = ARGV[1], ARGV[2]
 local base = tonumber(ARGV[3]) or math.floor((now_us + 999) / 1000)
 local any_dead = redis.call('ZCARD', K_DEAD) > 0
+local asked = {}
+for i = 4, #ARGV, 3 do asked[#asked + 1] = ARGV[i] end
+-- Which ids are waiting or leased already: one ZMSCORE per set (Redis
+-- 6.2+), else one ZSCORE per id.
+local function present(key)
+  local found = redis.pcall('ZMSCORE', key, unpack(asked))
+  if type(found) == 'table' and found.err == nil then return found end
+  found = {}
+  for j, id in ipairs(asked) do found[j] = redis.call('ZSCORE', key, id) end
+  return found
+end
+local waiting, leased = present(K_DUE), present(K_LEASED)
 local ids, scored, fields, revived, mine = {}, {}, {}, {}, {}
-for i = 4, #ARGV, 3 do
-  local id = ARGV[i]
-  if not mine[id] and not redis.call('ZSCORE', K_DUE, id)
-      and not redis.call('ZSCORE', K_LEASED, id) then
+for j, id in ipairs(asked) do
+  local i = 4 + 3 * (j - 1)
+  if not mine[id] and not waiting[j] and not leased[j] then
     local due = tonumber(ARGV[i + 1])
     if mode == 'd' then due = base + due end
     mine[id] = true

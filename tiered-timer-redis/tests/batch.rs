@@ -326,11 +326,11 @@ async fn batched_jobs_are_never_early() {
         .unwrap();
     let mut expected: HashMap<JobId, u64> = HashMap::new();
     for (id, at) in ids.iter().zip(&times) {
-        let us = at
+        let ns = at
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap()
-            .as_micros() as u64;
-        expected.insert(id.clone(), us.div_ceil(1000));
+            .as_nanos();
+        expected.insert(id.clone(), ns.div_ceil(1_000_000) as u64);
     }
     let mut conn = conn(&server).await;
     for _ in 0..ids.len() + delayed.len() {
@@ -383,4 +383,44 @@ async fn an_empty_batch_sends_nothing() {
     );
     // Only this test's own INFO.
     assert_eq!(server.commands_processed() - before, 1);
+}
+
+/// How long one chunk's script holds Redis (`INFO commandstats`
+/// `usec_per_call` of `EVALSHA`), filling 200 000 jobs an hour out in calls
+/// of 1 000 with 32-byte payloads, by delay and by time. A measurement,
+/// not a check: run with
+/// `cargo test -p tiered-timer-redis --test batch -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement; prints the time per chunk script"]
+async fn time_per_chunk_script() {
+    let server = RedisServer::start();
+    let evalsha = || {
+        let info = server.cli(&["INFO", "commandstats"]);
+        let line = info
+            .lines()
+            .find(|line| line.starts_with("cmdstat_evalsha:"))
+            .expect("EVALSHA in commandstats")
+            .to_owned();
+        line
+    };
+    let queue = connect(&server, "delays", 1).await;
+    queue.schedule_many([(HOUR, "load")]).await.unwrap();
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    for _ in 0..200 {
+        queue
+            .schedule_many((0..1000).map(|_| (HOUR, [b'x'; 32].to_vec())))
+            .await
+            .unwrap();
+    }
+    println!("schedule_many, 200 chunks of 1 000 jobs: {}", evalsha());
+    let queue = connect(&server, "times", 1).await;
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let at = SystemTime::now() + HOUR;
+    for _ in 0..200 {
+        queue
+            .schedule_many_at((0..1000).map(|_| (at, [b'x'; 32].to_vec())))
+            .await
+            .unwrap();
+    }
+    println!("schedule_many_at, 200 chunks of 1 000 jobs: {}", evalsha());
 }
