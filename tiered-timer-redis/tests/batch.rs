@@ -300,6 +300,29 @@ async fn schedule_many_with_ids_is_idempotent() {
     assert_eq!(server.cli(&["KEYS", "ttr:{fresh}:*"]).trim(), "");
 }
 
+// Before Redis 6.2 there is no ZMSCORE: the script looks ids up one by
+// one instead, with the same result.
+#[tokio::test]
+async fn ids_are_looked_up_without_zmscore_too() {
+    let server =
+        RedisServer::start_with(&["--appendonly", "no", "--rename-command", "ZMSCORE", ""]);
+    assert!(server
+        .cli(&["ZMSCORE", "k", "a"])
+        .contains("unknown command"));
+    let queue = connect(&server, "orders", 1).await;
+    let jobs = |payload| (0..1200).map(move |i| (format!("order-{i}"), HOUR, payload));
+    assert_eq!(
+        queue.schedule_many_with_ids(jobs("first")).await.unwrap(),
+        1200
+    );
+    let mut again: Vec<_> = jobs("second").collect();
+    again.push(("order-new".into(), HOUR, "new"));
+    assert_eq!(queue.schedule_many_with_ids(again).await.unwrap(), 1);
+    assert_eq!(queue.pending().await.unwrap(), 1201);
+    let payload = server.cli(&["HGET", "ttr:{orders}:payload", "order-5"]);
+    assert_eq!(payload.trim(), "first");
+}
+
 // Exact due times in bulk: each job's deadline is its time rounded up to
 // the millisecond, and no job is claimed before it by Redis' clock.
 #[tokio::test]
