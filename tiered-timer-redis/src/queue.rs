@@ -42,7 +42,7 @@ pub(crate) const MAX_DEADLINE_MS: u64 = 1 << 52;
 
 /// The most jobs one batched schedule script takes (see
 /// [`Queue::schedule_many`]): a chunk of 1 000 small jobs holds Redis for
-/// a couple of milliseconds.
+/// about 3 ms.
 pub(crate) const CHUNK_JOBS: usize = 1_000;
 /// About the most payload bytes one batched schedule script takes: a
 /// chunk closes once it holds this much, however few jobs.
@@ -416,7 +416,7 @@ impl Queue {
     /// The jobs go in chunks, each one script on its partition: at most
     /// 1 000 jobs (or about 4 MiB of payload) per script, so no single
     /// script holds Redis for long (a chunk of 1 000 small jobs runs in
-    /// about 2 ms). Each chunk reads `TIME` once, writes all its jobs or
+    /// about 3 ms). Each chunk reads `TIME` once, writes all its jobs or
     /// none, and publishes at most one wake-up (only if one of its jobs is
     /// now the partition's earliest).
     ///
