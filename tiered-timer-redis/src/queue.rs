@@ -968,11 +968,11 @@ impl Inner {
                         break;
                     }
                 }
-                let (new, now): (usize, u64) = self
+                let (new, used_base): (usize, u64) = self
                     .eval(&scripts::SCHEDULE_MANY_SCRIPT, keys, args)
                     .await?;
                 written += new;
-                base.get_or_insert(now);
+                base.get_or_insert(used_base);
             }
         }
         Ok((ids, written))

@@ -238,6 +238,26 @@ async fn one_wake_up_per_chunk_and_only_for_a_new_earliest_job() {
     job.ack().await.unwrap();
 }
 
+// A chunk also closes at about 4 MiB of payload: ten jobs of 512 KiB are
+// two scripts (eight, then two), so two wake-ups for descending times.
+#[tokio::test]
+async fn big_payloads_make_smaller_chunks() {
+    let server = RedisServer::start();
+    let queue = connect(&server, "orders", 1).await;
+    let big = vec![7u8; 512 * 1024];
+    let published = publishes(&server);
+    let ids = queue
+        .schedule_many((0..10u64).map(|i| (HOUR + Duration::from_millis(10 - i), big.clone())))
+        .await
+        .unwrap();
+    assert_eq!(publishes(&server) - published, 2);
+    let scores = due_scores(&server, "orders", 1).await;
+    let base = scores[&ids[0]] - 10;
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(scores[id], base + 10 - i as u64, "one now for both chunks");
+    }
+}
+
 #[tokio::test]
 async fn schedule_many_with_ids_is_idempotent() {
     let server = RedisServer::start();
@@ -393,7 +413,11 @@ async fn batched_jobs_are_never_early() {
 async fn an_empty_batch_sends_nothing() {
     let server = RedisServer::start();
     let queue = connect(&server, "orders", 1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await; // subscribed
+    support::eventually("the wake-up subscription", WAIT, || {
+        let n = server.cli(&["PUBSUB", "NUMSUB", "ttr:{orders}:wake"]);
+        async move { n.lines().nth(1) == Some("1") }
+    })
+    .await;
     let before = server.commands_processed();
     let none: Vec<(Duration, Vec<u8>)> = Vec::new();
     assert!(queue.schedule_many(none).await.unwrap().is_empty());
