@@ -32,6 +32,9 @@
 //!    jobs due at once, claimed and acked by the workers) and lateness as
 //!    in 1.
 //!
+//! `PEERS_ONLY=schedule` (or `lateness`, `idle`, `cluster`, comma-separated)
+//! runs only those workloads.
+//!
 //! The peers poll: `PEERS_POLL_MS` (100) between empty polls for both.
 //! apalis-redis releases before 1.0 polled every 100 ms; apalis 1.0 has none
 //! (without a poll strategy a worker re-fetches only at its 30 s heartbeat,
@@ -73,6 +76,8 @@ struct Scale {
     memory_jobs: u64,
     claim_jobs: u64,
     poll: Duration,
+    /// The workloads to run (`PEERS_ONLY`; all by default).
+    only: Option<String>,
 }
 
 fn env_or(name: &str, default: u64) -> u64 {
@@ -98,7 +103,15 @@ impl Scale {
             memory_jobs: env_or("PEERS_MEMORY_JOBS", pick(1_000_000, 100_000)),
             claim_jobs: env_or("PEERS_CLAIM_JOBS", pick(20_000, 5_000)),
             poll: Duration::from_millis(env_or("PEERS_POLL_MS", 100)),
+            only: std::env::var("PEERS_ONLY").ok(),
         }
+    }
+
+    /// Whether workload `part` runs.
+    fn runs(&self, part: &str) -> bool {
+        self.only
+            .as_deref()
+            .is_none_or(|only| only.split(',').any(|p| p.trim() == part))
     }
 }
 
@@ -438,26 +451,13 @@ mod ours {
         let name = "peers-ours";
         let producer = connect(url, name, cluster, partitions).await;
         let plan = plan(scale, lead(scale));
-        // `schedule_at`, one job at a time from eight producers: the due
-        // time asked for is exactly the payload's. (`schedule_many` takes
-        // delays, each counted from when Redis runs that job's script, so
-        // the jobs at the end of a 1 000-job pipeline would be due up to
-        // the pipeline's run time, ~15 ms, after the time the bench meant.)
-        let plan_ref = Arc::new(plan.clone());
-        let producers: Vec<_> = (0..8)
-            .map(|p| {
-                let producer = producer.clone();
-                let plan = plan_ref.clone();
-                tokio::spawn(async move {
-                    for &due in plan.iter().skip(p).step_by(8) {
-                        let at = UNIX_EPOCH + Duration::from_micros(due);
-                        producer.schedule_at(at, payload(due)).await.unwrap();
-                    }
-                })
-            })
-            .collect();
-        for p in producers {
-            p.await.unwrap();
+        // `schedule_many_at` in calls of 1 000: the due time asked for is
+        // exactly the payload's, however long a call takes.
+        for chunk in plan.chunks(BATCH) {
+            let jobs = chunk
+                .iter()
+                .map(|&due| (UNIX_EPOCH + Duration::from_micros(due), payload(due)));
+            producer.schedule_many_at(jobs).await.unwrap();
         }
         check_scheduled_in_time("tiered-timer-redis", &plan);
         let sink = Arc::new(Deliveries::default());
@@ -817,149 +817,155 @@ async fn main() {
     let workers = scale.workers;
     let mut rows: Vec<Row> = Vec::new();
 
-    // 1. Lateness, after a warm-up run of each peer (connections, script
-    // caches, the runtime's threads) that is not counted.
-    let warm_up = Scale {
-        lateness_secs: 1,
-        ..scale.clone()
-    };
-    for peer in PEERS {
-        flush(&mut admin).await;
-        eprintln!("warm-up: {peer}...");
-        match peer {
-            "tiered-timer-redis" => ours::lateness(&url, &one, false, 1, &warm_up).await,
-            "rsmq_async" => rsmq::lateness(&url, &warm_up).await,
-            _ => apalis::lateness(&url, &warm_up).await,
+    if scale.runs("lateness") {
+        // 1. Lateness, after a warm-up run of each peer (connections, script
+        // caches, the runtime's threads) that is not counted.
+        let warm_up = Scale {
+            lateness_secs: 1,
+            ..scale.clone()
         };
-    }
-    let mut row = Row::new(format!(
-        "lateness p50 / p99 / max (ms), early deliveries; {} jobs/s for {} s, {workers} workers",
-        scale.rate, scale.lateness_secs
-    ));
-    for peer in PEERS {
-        flush(&mut admin).await;
-        eprintln!("lateness: {peer}...");
-        let l = match peer {
-            "tiered-timer-redis" => ours::lateness(&url, &one, false, 1, &scale).await,
-            "rsmq_async" => rsmq::lateness(&url, &scale).await,
-            _ => apalis::lateness(&url, &scale).await,
-        };
-        row.cells.insert(peer, l.cell());
-    }
-    rows.push(row);
-
-    // 2. Idle cost.
-    flush(&mut admin).await;
-    eprintln!("idle: a server with no client...");
-    let window = Duration::from_secs(scale.idle_secs);
-    let (_, base_cpu) = measure_window(&mut admin, window).await;
-    let mut commands_row = Row::new(format!(
-        "idle: Redis commands/s per worker; {} jobs an hour out, {workers} workers, {} s",
-        scale.idle_jobs, scale.idle_secs
-    ));
-    let mut cpu_row = Row::new(format!(
-        "idle: Redis CPU per worker (% of a core, less an idle server's {base_cpu:.2} %)"
-    ));
-    for peer in PEERS {
-        flush(&mut admin).await;
-        eprintln!("idle: {peer}...");
-        let sink = Arc::new(Deliveries::default());
-        let handles = match peer {
-            "tiered-timer-redis" => {
-                let queue = ours::connect(&url, "peers-ours", false, 1).await;
-                ours::fill(&queue, scale.idle_jobs).await;
-                ours::workers(&url, "peers-ours", false, 1, workers, sink.clone()).await
-            }
-            "rsmq_async" => {
-                let mut r = rsmq::create(&url).await;
-                rsmq::fill(&mut r, scale.idle_jobs).await;
-                rsmq::workers(&url, workers, scale.poll, sink.clone()).await
-            }
-            _ => {
-                let mut s = apalis::storage(&url).await;
-                apalis::fill(&mut s, scale.idle_jobs).await;
-                apalis::workers(&url, workers, scale.poll, sink.clone()).await
-            }
-        };
-        // Past start-up (connections, script loads, worker registration).
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let (commands, cpu) = measure_window(&mut admin, window).await;
-        for h in handles {
-            h.abort();
+        for peer in PEERS {
+            flush(&mut admin).await;
+            eprintln!("warm-up: {peer}...");
+            match peer {
+                "tiered-timer-redis" => ours::lateness(&url, &one, false, 1, &warm_up).await,
+                "rsmq_async" => rsmq::lateness(&url, &warm_up).await,
+                _ => apalis::lateness(&url, &warm_up).await,
+            };
         }
-        assert_eq!(
-            sink.count.load(Ordering::Relaxed),
-            0,
-            "{peer}: a job an hour out came out"
-        );
-        commands_row
-            .cells
-            .insert(peer, format!("{:.2}", commands / workers as f64));
-        cpu_row.cells.insert(
-            peer,
-            format!("{:.3}", (cpu - base_cpu).max(0.0) / workers as f64),
-        );
+        let mut row = Row::new(format!(
+            "lateness p50 / p99 / max (ms), early deliveries; {} jobs/s for {} s, {workers} workers",
+            scale.rate, scale.lateness_secs
+        ));
+        for peer in PEERS {
+            flush(&mut admin).await;
+            eprintln!("lateness: {peer}...");
+            let l = match peer {
+                "tiered-timer-redis" => ours::lateness(&url, &one, false, 1, &scale).await,
+                "rsmq_async" => rsmq::lateness(&url, &scale).await,
+                _ => apalis::lateness(&url, &scale).await,
+            };
+            row.cells.insert(peer, l.cell());
+        }
+        rows.push(row);
     }
-    rows.push(commands_row);
-    rows.push(cpu_row);
 
-    // 3. Schedule throughput and memory.
-    let mut one_row = Row::new(format!(
-        "schedule one by one, an hour out (jobs/s; {} sequential calls)",
-        scale.one_by_one
-    ));
-    let mut many_row = Row::new(format!(
-        "schedule batched, {BATCH} per call (jobs/s; {} jobs)",
-        scale.memory_jobs
-    ));
-    let mut memory_row = Row::new(format!(
-        "Redis memory per pending job (bytes; `used_memory` growth / {} jobs, {PAYLOAD_LEN}-byte payloads)",
-        scale.one_by_one + scale.memory_jobs
-    ));
+    if scale.runs("idle") {
+        // 2. Idle cost.
+        flush(&mut admin).await;
+        eprintln!("idle: a server with no client...");
+        let window = Duration::from_secs(scale.idle_secs);
+        let (_, base_cpu) = measure_window(&mut admin, window).await;
+        let mut commands_row = Row::new(format!(
+            "idle: Redis commands/s per worker; {} jobs an hour out, {workers} workers, {} s",
+            scale.idle_jobs, scale.idle_secs
+        ));
+        let mut cpu_row = Row::new(format!(
+            "idle: Redis CPU per worker (% of a core, less an idle server's {base_cpu:.2} %)"
+        ));
+        for peer in PEERS {
+            flush(&mut admin).await;
+            eprintln!("idle: {peer}...");
+            let sink = Arc::new(Deliveries::default());
+            let handles = match peer {
+                "tiered-timer-redis" => {
+                    let queue = ours::connect(&url, "peers-ours", false, 1).await;
+                    ours::fill(&queue, scale.idle_jobs).await;
+                    ours::workers(&url, "peers-ours", false, 1, workers, sink.clone()).await
+                }
+                "rsmq_async" => {
+                    let mut r = rsmq::create(&url).await;
+                    rsmq::fill(&mut r, scale.idle_jobs).await;
+                    rsmq::workers(&url, workers, scale.poll, sink.clone()).await
+                }
+                _ => {
+                    let mut s = apalis::storage(&url).await;
+                    apalis::fill(&mut s, scale.idle_jobs).await;
+                    apalis::workers(&url, workers, scale.poll, sink.clone()).await
+                }
+            };
+            // Past start-up (connections, script loads, worker registration).
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let (commands, cpu) = measure_window(&mut admin, window).await;
+            for h in handles {
+                h.abort();
+            }
+            assert_eq!(
+                sink.count.load(Ordering::Relaxed),
+                0,
+                "{peer}: a job an hour out came out"
+            );
+            commands_row
+                .cells
+                .insert(peer, format!("{:.2}", commands / workers as f64));
+            cpu_row.cells.insert(
+                peer,
+                format!("{:.3}", (cpu - base_cpu).max(0.0) / workers as f64),
+            );
+        }
+        rows.push(commands_row);
+        rows.push(cpu_row);
+    }
+
     let mut memory_by_key = String::new();
-    for peer in PEERS {
+    if scale.runs("schedule") {
+        // 3. Schedule throughput and memory.
+        let mut one_row = Row::new(format!(
+            "schedule one by one, an hour out (jobs/s; {} sequential calls)",
+            scale.one_by_one
+        ));
+        let mut many_row = Row::new(format!(
+            "schedule batched, {BATCH} per call (jobs/s; {} jobs)",
+            scale.memory_jobs
+        ));
+        let mut memory_row = Row::new(format!(
+            "Redis memory per pending job (bytes; `used_memory` growth / {} jobs, {PAYLOAD_LEN}-byte payloads)",
+            scale.one_by_one + scale.memory_jobs
+        ));
+        for peer in PEERS {
+            flush(&mut admin).await;
+            let before = info(&mut admin).await;
+            eprintln!("schedule and memory: {peer}...");
+            let (one, many) = match peer {
+                "tiered-timer-redis" => ours::schedule(&url, &scale).await,
+                "rsmq_async" => rsmq::schedule(&url, &scale).await,
+                _ => apalis::schedule(&url, &scale).await,
+            };
+            let after = info(&mut admin).await;
+            if peer == "tiered-timer-redis" {
+                memory_by_key = ours_memory_by_key(&mut admin).await;
+            }
+            let per_job = (after.memory - before.memory) as f64
+                / (scale.one_by_one + scale.memory_jobs) as f64;
+            one_row.cells.insert(peer, format!("{one:.0}"));
+            many_row.cells.insert(peer, format!("{many:.0}"));
+            memory_row.cells.insert(peer, format!("{per_job:.0}"));
+        }
+        let batch_notes: HashMap<&str, &str> = [
+            (
+                "tiered-timer-redis",
+                " (`schedule_many`: one script per 1 000 jobs, a delay per job from one Redis now)",
+            ),
+            (
+                "rsmq_async",
+                " (`send_message_batch`: one script, one delay for the whole batch)",
+            ),
+            (
+                "apalis-redis",
+                " (`push_all`: one script per flush, a time per task)",
+            ),
+        ]
+        .into();
+        for (peer, note) in batch_notes {
+            if let Some(cell) = many_row.cells.get_mut(peer) {
+                cell.push_str(note);
+            }
+        }
+        rows.push(one_row);
+        rows.push(many_row);
+        rows.push(memory_row);
         flush(&mut admin).await;
-        let before = info(&mut admin).await;
-        eprintln!("schedule and memory: {peer}...");
-        let (one, many) = match peer {
-            "tiered-timer-redis" => ours::schedule(&url, &scale).await,
-            "rsmq_async" => rsmq::schedule(&url, &scale).await,
-            _ => apalis::schedule(&url, &scale).await,
-        };
-        let after = info(&mut admin).await;
-        if peer == "tiered-timer-redis" {
-            memory_by_key = ours_memory_by_key(&mut admin).await;
-        }
-        let per_job =
-            (after.memory - before.memory) as f64 / (scale.one_by_one + scale.memory_jobs) as f64;
-        one_row.cells.insert(peer, format!("{one:.0}"));
-        many_row.cells.insert(peer, format!("{many:.0}"));
-        memory_row.cells.insert(peer, format!("{per_job:.0}"));
     }
-    let batch_notes: HashMap<&str, &str> = [
-        (
-            "tiered-timer-redis",
-            " (`schedule_many`: a pipeline of per-job scripts, each with its own delay)",
-        ),
-        (
-            "rsmq_async",
-            " (`send_message_batch`: one script, one delay for the whole batch)",
-        ),
-        (
-            "apalis-redis",
-            " (`push_all`: one script per flush, a time per task)",
-        ),
-    ]
-    .into();
-    for (peer, note) in batch_notes {
-        if let Some(cell) = many_row.cells.get_mut(peer) {
-            cell.push_str(note);
-        }
-    }
-    rows.push(one_row);
-    rows.push(many_row);
-    rows.push(memory_row);
-    flush(&mut admin).await;
 
     println!("Scale: {scale:?}\n");
     println!("| measure | {} |", PEERS.join(" | "));
@@ -972,45 +978,50 @@ async fn main() {
         println!("| {} | {} |", row.what, cells.join(" | "));
     }
     println!();
-    println!("Our memory per pending job by key (`MEMORY USAGE`): {memory_by_key}");
-    println!();
-
-    // 4. Our queue: one node (one partition, then three) against a
-    // 3-master cluster.
-    let mut claims = Vec::new();
-    let mut lateness = Vec::new();
-    for partitions in [1, 3] {
-        eprintln!("cluster: one node, {partitions} partition(s)...");
-        claims.push(ours::claim_throughput(&url, false, partitions, &scale).await);
-        flush(&mut admin).await;
-        lateness.push(ours::lateness(&url, &one, false, partitions, &scale).await);
-        flush(&mut admin).await;
+    if !memory_by_key.is_empty() {
+        println!("Our memory per pending job by key (`MEMORY USAGE`): {memory_by_key}");
+        println!();
     }
-    drop(admin);
-    drop(redis);
-    eprintln!("cluster: three masters...");
-    let cluster = support::Cluster::start(3);
-    let nodes: Vec<String> = cluster.nodes.iter().map(|n| n.url.clone()).collect();
-    claims.push(ours::claim_throughput(&cluster.url(), true, 3, &scale).await);
-    lateness.push(ours::lateness(&cluster.url(), &nodes, true, 3, &scale).await);
-    drop(cluster);
-    println!(
-        "| tiered-timer-redis, {workers} workers | one node, `partitions(1)` | one node, `partitions(3)` | 3-master cluster, `partitions(3)` |"
-    );
-    println!("|---|---|---|---|");
-    let claims: Vec<String> = claims.iter().map(|c| format!("{c:.0}")).collect();
-    println!(
-        "| claim + ack throughput (jobs/s; {} jobs due at once) | {} |",
-        scale.claim_jobs,
-        claims.join(" | ")
-    );
-    let lateness: Vec<String> = lateness.iter().map(Lateness::cell).collect();
-    println!(
-        "| lateness p50 / p99 / max (ms), early; {} jobs/s for {} s | {} |",
-        scale.rate,
-        scale.lateness_secs,
-        lateness.join(" | ")
-    );
+
+    if scale.runs("cluster") {
+        // 4. Our queue: one node (one partition, then three) against a
+        // 3-master cluster.
+        let mut claims = Vec::new();
+        let mut lateness = Vec::new();
+        for partitions in [1, 3] {
+            eprintln!("cluster: one node, {partitions} partition(s)...");
+            claims.push(ours::claim_throughput(&url, false, partitions, &scale).await);
+            flush(&mut admin).await;
+            lateness.push(ours::lateness(&url, &one, false, partitions, &scale).await);
+            flush(&mut admin).await;
+        }
+        drop(admin);
+        drop(redis);
+        eprintln!("cluster: three masters...");
+        let cluster = support::Cluster::start(3);
+        let nodes: Vec<String> = cluster.nodes.iter().map(|n| n.url.clone()).collect();
+        claims.push(ours::claim_throughput(&cluster.url(), true, 3, &scale).await);
+        lateness.push(ours::lateness(&cluster.url(), &nodes, true, 3, &scale).await);
+        drop(cluster);
+        println!(
+            "| tiered-timer-redis, {workers} workers | one node, `partitions(1)` | one node, `partitions(3)` | 3-master cluster, `partitions(3)` |"
+        );
+        println!("|---|---|---|---|");
+        let claims: Vec<String> = claims.iter().map(|c| format!("{c:.0}")).collect();
+        println!(
+            "| claim + ack throughput (jobs/s; {} jobs due at once) | {} |",
+            scale.claim_jobs,
+            claims.join(" | ")
+        );
+        let lateness: Vec<String> = lateness.iter().map(Lateness::cell).collect();
+        println!(
+            "| lateness p50 / p99 / max (ms), early; {} jobs/s for {} s | {} |",
+            scale.rate,
+            scale.lateness_secs,
+            lateness.join(" | ")
+        );
+    }
+
     println!();
     println!("(run took {:.0} s)", started.elapsed().as_secs_f64());
 }

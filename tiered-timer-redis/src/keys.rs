@@ -19,7 +19,7 @@
 //! | `ttr:T:deadline` | hash | id → due time (ms) as scheduled, written at the first delivery (until then it is the job's score in `due`) |
 //! | `ttr:T:token` | hash | id → the current lease's token |
 //! | `ttr:T:error` | hash | id → the last error: a worker's reason from [`Job::fail`](crate::Job::fail) and the like, or why the job died ("lease expired after 3 attempts") |
-//! | `ttr:T:wake` | pub/sub channel | "a job is due in `d` ms", sent when a new job becomes the earliest |
+//! | `ttr:T:wake` | pub/sub channel | "a job is due in `d` ms", sent when a new job becomes the earliest (once per batched chunk at most) |
 
 use crate::error::Error;
 

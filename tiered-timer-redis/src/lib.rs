@@ -60,6 +60,13 @@
 //! * **Idempotent ids.** [`Queue::schedule_with_id`] with an id that is
 //!   waiting or leased changes nothing. [`Queue::cancel`] is `true` only if
 //!   the job was waiting and now will never be delivered.
+//! * **Batches.** [`Queue::schedule_many`] (delays),
+//!   [`Queue::schedule_many_at`] (exact times) and
+//!   [`Queue::schedule_many_with_ids`] (idempotent) check every job first,
+//!   then write one script per partition per chunk of at most 1 000 jobs:
+//!   each chunk all or nothing, with one wake-up at most. Every delay of
+//!   one call counts from the same instant of Redis' clock, so equal
+//!   delays give equal due times.
 //! * **No polling.** A waiting [`Queue::next`] sleeps on `tiered-timer`
 //!   until the earliest due time or lease expiry and is woken earlier by
 //!   pub/sub when an earlier job is scheduled.
@@ -97,6 +104,11 @@
 //!
 //! * *schedule* reads `TIME`, adds the job unless its id is waiting or
 //!   leased, and, if it is now the earliest, publishes "due in `d` ms";
+//! * *schedule many* does the same for a chunk of up to 1 000 jobs of one
+//!   partition: all reads first, then one variadic `HSET` and `ZADD`, and
+//!   one "due in `d` ms" if one of its jobs is now the earliest; delays
+//!   count from the `TIME` of the call's first chunk (passed on to the
+//!   next chunks; on a cluster, per partition);
 //! * *claim* reads `TIME` and moves the job whose lease ran out, or else
 //!   the earliest due job, into the leased set with a fresh token and
 //!   attempt + 1 (a job out of attempts goes to the dead letters instead);

@@ -40,6 +40,14 @@ use crate::wake::{Subscriber, Wake};
 /// well inside the range where a sorted set's `f64` score is exact.
 pub(crate) const MAX_DEADLINE_MS: u64 = 1 << 52;
 
+/// The most jobs one batched schedule script takes (see
+/// [`Queue::schedule_many`]): a chunk of 1 000 small jobs holds Redis for
+/// about 3 ms.
+pub(crate) const CHUNK_JOBS: usize = 1_000;
+/// About the most payload bytes one batched schedule script takes: a
+/// chunk closes once it holds this much, however few jobs.
+const CHUNK_BYTES: usize = 4 << 20;
+
 /// The connection: one node through a reconnecting connection manager, or
 /// a cluster.
 #[derive(Clone)]
@@ -402,16 +410,38 @@ impl Queue {
     }
 
     /// Schedules many jobs under new random ids, each `(delay, payload)`,
-    /// in pipelined round trips (one per partition). Returns their ids in
-    /// order.
+    /// with every delay counted from one instant of Redis' clock. Returns
+    /// their ids in order.
     ///
-    /// Each job is its own script run, so on an error some jobs may have
-    /// been written and others not; the input is checked before anything
-    /// is sent.
+    /// The jobs go in chunks, each one script on its partition: at most
+    /// 1 000 jobs (or about 4 MiB of payload) per script, so no single
+    /// script holds Redis for long (a chunk of 1 000 small jobs runs in
+    /// about 3 ms). Each chunk reads `TIME` once, writes all its jobs or
+    /// none, and publishes at most one wake-up (only if one of its jobs is
+    /// now the partition's earliest).
+    ///
+    /// "Now" is the same for the whole call: the first script reads
+    /// Redis' `TIME` and every later chunk on the same Redis counts from
+    /// that instant, so equal delays give equal due times and no job is
+    /// due before the call plus its delay. (On a [cluster](Builder::cluster)
+    /// each partition's first chunk reads its own node's clock instead,
+    /// which is the one that decides whether its jobs are due.) As in
+    /// [`schedule`](Queue::schedule), a delay is rounded up to the
+    /// millisecond, and so is "now".
+    ///
+    /// Atomic per chunk, not per call: the input is checked in full before
+    /// anything is sent (a bad job anywhere writes nothing), then the
+    /// chunks run one after another, partition by partition. A call of at
+    /// most 1 000 jobs on a queue of one partition is one script: all or
+    /// nothing. On an error from Redis (a timeout, a lost connection) the
+    /// chunks before the failing one are written, those after it are not
+    /// sent, and the failing one may or may not have run; to retry such a
+    /// call without duplicates, use
+    /// [`schedule_many_with_ids`](Queue::schedule_many_with_ids).
     ///
     /// # Errors
     ///
-    /// As [`schedule`](Queue::schedule).
+    /// As [`schedule`](Queue::schedule), for any one of the jobs.
     ///
     /// # Examples
     ///
@@ -422,7 +452,7 @@ impl Queue {
     /// let ids = queue
     ///     .schedule_many((0..1000).map(|i| (Duration::from_secs(60), format!("job {i}"))))
     ///     .await?;
-    /// assert_eq!(ids.len(), 1000);
+    /// assert_eq!(ids.len(), 1000); // all due at the same millisecond
     /// # Ok(())
     /// # }
     /// ```
@@ -430,28 +460,99 @@ impl Queue {
         &self,
         jobs: impl IntoIterator<Item = (Duration, P)>,
     ) -> Result<Vec<JobId>, Error> {
-        let n = self.inner.partitions.len();
-        let mut ids = Vec::new();
-        let mut by_partition: Vec<Vec<Vec<Vec<u8>>>> = vec![Vec::new(); n];
-        for (delay, payload) in jobs {
-            let id: JobId = random_id().into();
-            let payload = payload.into();
-            let args = self.inner.schedule_args(&id, Due::After(delay), payload)?;
-            by_partition[partition_of(id.as_str(), n as u32) as usize].push(args);
-            ids.push(id);
-        }
-        for (p, batch) in by_partition.into_iter().enumerate() {
-            if !batch.is_empty() {
-                self.inner
-                    .eval_many(
-                        &scripts::SCHEDULE_SCRIPT,
-                        &scripts::SCHEDULE_CODE,
-                        &self.inner.partitions[p],
-                        batch,
-                    )
-                    .await?;
-            }
-        }
+        let jobs = jobs
+            .into_iter()
+            .map(|(delay, payload)| (JobId::from(random_id()), Due::After(delay), payload.into()));
+        self.schedule_batch(jobs, true).await
+    }
+
+    /// Schedules many jobs under new random ids, each `(at, payload)`, due
+    /// at those exact times (rounded up to the millisecond). Returns their
+    /// ids in order.
+    ///
+    /// Each `at` is read on Redis' clock and converted as in
+    /// [`schedule_at`](Queue::schedule_at) (a time in the past is due at
+    /// once); the jobs go in chunks as in
+    /// [`schedule_many`](Queue::schedule_many), with the same atomicity.
+    /// This is the call for a producer that computes its own due times:
+    /// how long the batch takes to send changes none of them.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_at`](Queue::schedule_at), for any one of the jobs.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// // One reminder a second for the next ten minutes.
+    /// let start = SystemTime::now();
+    /// let ids = queue
+    ///     .schedule_many_at((1..=600).map(|s| (start + Duration::from_secs(s), "tick")))
+    ///     .await?;
+    /// assert_eq!(ids.len(), 600);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_many_at<P: Into<Vec<u8>>>(
+        &self,
+        jobs: impl IntoIterator<Item = (SystemTime, P)>,
+    ) -> Result<Vec<JobId>, Error> {
+        let jobs = jobs
+            .into_iter()
+            .map(|(at, payload)| (JobId::from(random_id()), Due::At(at), payload.into()));
+        self.schedule_batch(jobs, false).await
+    }
+
+    /// Schedules many jobs under your ids, each `(id, delay, payload)`, as
+    /// [`schedule_with_id`](Queue::schedule_with_id) would one by one: an
+    /// id that is already waiting or leased, or that comes earlier in the
+    /// same call, is left alone. Returns how many jobs were new.
+    ///
+    /// Delays count from one instant of Redis' clock, and the jobs go in
+    /// chunks, as in [`schedule_many`](Queue::schedule_many). Being
+    /// idempotent, the whole call can be repeated after an error (a
+    /// timeout in the middle, say): what was written stays as it was, the
+    /// rest is written.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_with_id`](Queue::schedule_with_id), for any one of the
+    /// jobs.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_redis::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let close = |order: u32| (format!("close-{order}"), Duration::from_secs(1800), "close");
+    /// assert_eq!(queue.schedule_many_with_ids((1..=100).map(close)).await?, 100);
+    /// // Sent again (a retry after a timeout): nothing new.
+    /// assert_eq!(queue.schedule_many_with_ids((1..=100).map(close)).await?, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_many_with_ids<I: Into<JobId>, P: Into<Vec<u8>>>(
+        &self,
+        jobs: impl IntoIterator<Item = (I, Duration, P)>,
+    ) -> Result<usize, Error> {
+        let jobs = jobs
+            .into_iter()
+            .map(|(id, delay, payload)| (id.into(), Due::After(delay), payload.into()));
+        let (_, written) = self.inner.schedule_chunks(jobs, true).await?;
+        Ok(written)
+    }
+
+    /// The random-id batches: the ids in order.
+    async fn schedule_batch(
+        &self,
+        jobs: impl Iterator<Item = (JobId, Due, Vec<u8>)>,
+        delays: bool,
+    ) -> Result<Vec<JobId>, Error> {
+        let (ids, _) = self.inner.schedule_chunks(jobs, delays).await?;
         Ok(ids)
     }
 
@@ -776,8 +877,14 @@ impl Inner {
         &self.partitions[p as usize]
     }
 
-    /// The schedule script's ARGV, after checking the input.
-    fn schedule_args(&self, id: &JobId, due: Due, payload: Vec<u8>) -> Result<Vec<Vec<u8>>, Error> {
+    /// Checks a job; returns how its due time goes to the scripts: a
+    /// delay (`d`) or an absolute due time (`a`), in ms.
+    fn checked_due(
+        &self,
+        id: &JobId,
+        due: Due,
+        payload: &[u8],
+    ) -> Result<(&'static str, u64), Error> {
         check_job_id(id.as_str())?;
         if payload.len() > self.max_payload {
             return Err(Error::PayloadTooLarge {
@@ -804,6 +911,12 @@ impl Inner {
         if value > limit {
             return Err(Error::InvalidDeadline);
         }
+        Ok((mode, value))
+    }
+
+    /// The schedule script's ARGV, after checking the input.
+    fn schedule_args(&self, id: &JobId, due: Due, payload: Vec<u8>) -> Result<Vec<Vec<u8>>, Error> {
+        let (mode, value) = self.checked_due(id, due, &payload)?;
         let keys = self.keys_of(id);
         Ok(vec![
             arg(id.as_str()),
@@ -812,6 +925,57 @@ impl Inner {
             payload,
             arg(&keys.channel),
         ])
+    }
+
+    /// Checks every job, then schedules them in chunks of one partition,
+    /// one script each (see [`Queue::schedule_many`]). `delays`: every
+    /// job's due time is a [`Due::After`], else a [`Due::At`]. Returns the
+    /// ids in order and how many jobs were new.
+    async fn schedule_chunks(
+        &self,
+        jobs: impl Iterator<Item = (JobId, Due, Vec<u8>)>,
+        delays: bool,
+    ) -> Result<(Vec<JobId>, usize), Error> {
+        let n = self.partitions.len() as u32;
+        let mut ids = Vec::new();
+        let mut by_partition: Vec<Vec<(usize, u64, Vec<u8>)>> = vec![Vec::new(); n as usize];
+        for (id, due, payload) in jobs {
+            let (_, value) = self.checked_due(&id, due, &payload)?;
+            by_partition[partition_of(id.as_str(), n) as usize].push((ids.len(), value, payload));
+            ids.push(id);
+        }
+        // One "now" per clock: on a single Redis every chunk counts its
+        // delays from the first script's `TIME`; on a cluster, each
+        // partition from its own node's (the clock that decides when its
+        // jobs are due).
+        let one_clock = matches!(self.conn, Conn::Single(_));
+        let mode = if delays { "d" } else { "a" };
+        let mut base: Option<u64> = None;
+        let mut written = 0;
+        for (keys, jobs) in self.partitions.iter().zip(by_partition) {
+            if !one_clock {
+                base = None;
+            }
+            let mut jobs = jobs.into_iter().peekable();
+            while jobs.peek().is_some() {
+                let base_arg = base.map_or_else(Vec::new, |ms| arg(&ms.to_string()));
+                let mut args = vec![arg(&keys.channel), arg(mode), base_arg];
+                let mut bytes = 0;
+                for (index, value, payload) in jobs.by_ref() {
+                    bytes += payload.len();
+                    args.extend([arg(ids[index].as_str()), arg(&value.to_string()), payload]);
+                    if args.len() >= 3 * (CHUNK_JOBS + 1) || bytes >= CHUNK_BYTES {
+                        break;
+                    }
+                }
+                let (new, used_base): (usize, u64) = self
+                    .eval(&scripts::SCHEDULE_MANY_SCRIPT, keys, args)
+                    .await?;
+                written += new;
+                base.get_or_insert(used_base);
+            }
+        }
+        Ok((ids, written))
     }
 
     async fn claim(&self, this: &Arc<Inner>, partition: u32) -> Result<Claim, Error> {
@@ -993,50 +1157,6 @@ impl Inner {
             match self.conn.clone() {
                 Conn::Single(mut conn) => invocation.invoke_async(&mut conn).await,
                 Conn::Cluster(mut conn) => invocation.invoke_async(&mut conn).await,
-            }
-        };
-        with_timeout(self.command_timeout, run).await
-    }
-
-    /// Runs a script once per argument list, pipelined, on one partition.
-    async fn eval_many(
-        &self,
-        script: &Script,
-        code: &str,
-        keys: &Keys,
-        batches: Vec<Vec<Vec<u8>>>,
-    ) -> Result<(), Error> {
-        let build = || {
-            let mut pipe = redis::pipe();
-            for args in &batches {
-                let cmd = pipe
-                    .cmd("EVALSHA")
-                    .arg(script.get_hash())
-                    .arg(keys.ordered.len());
-                for key in &keys.ordered {
-                    cmd.arg(key);
-                }
-                for a in args {
-                    cmd.arg(a.as_slice());
-                }
-                cmd.ignore();
-            }
-            pipe
-        };
-        let run = async {
-            let mut conn = self.conn.clone();
-            // Load first: EVALSHA of an unknown script fails the whole
-            // batch (after a restart of Redis, say).
-            let load = redis::cmd("SCRIPT").arg("LOAD").arg(code).to_owned();
-            match &mut conn {
-                Conn::Single(c) => {
-                    load.query_async::<()>(c).await?;
-                    build().query_async::<()>(c).await
-                }
-                Conn::Cluster(c) => {
-                    load.query_async::<()>(c).await?;
-                    build().query_async::<()>(c).await
-                }
             }
         };
         with_timeout(self.command_timeout, run).await
