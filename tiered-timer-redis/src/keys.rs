@@ -15,8 +15,8 @@
 //! | `ttr:T:leased` | sorted set | delivered jobs, scored by lease expiry (ms, Redis' clock) |
 //! | `ttr:T:dead` | sorted set | dead letters, scored by when they died |
 //! | `ttr:T:payload` | hash | id → payload bytes |
-//! | `ttr:T:attempt` | hash | id → deliveries so far (absent until the first delivery) |
-//! | `ttr:T:deadline` | hash | id → due time (ms) as scheduled, written at the first delivery (until then it is the job's score in `due`) |
+//! | `ttr:T:attempt` | hash | id → deliveries so far (absent until the first delivery, and again after a requeue or the release of a first delivery) |
+//! | `ttr:T:deadline` | hash | id → the due time (ms) of a leased job, for a redelivery or release to read (a waiting job's due time is its score in `due`) |
 //! | `ttr:T:token` | hash | id → the current lease's token |
 //! | `ttr:T:error` | hash | id → the last error: a worker's reason from [`Job::fail`](crate::Job::fail) and the like, or why the job died ("lease expired after 3 attempts") |
 //! | `ttr:T:wake` | pub/sub channel | "a job is due in `d` ms", sent when a new job becomes the earliest (once per batched chunk at most) |

@@ -55,13 +55,14 @@ local function forget(id)
 end
 
 -- Ends a held job's lease and makes it due `delay` ms after now (rounded
--- up, so never early), with that as its deadline; wakes waiters if it is
--- now the earliest.
+-- up, so never early), with that as its deadline (a waiting job's deadline
+-- is its due score, so the field goes); wakes waiters if it is now the
+-- earliest.
 local function reschedule(id, delay, channel)
   redis.call('ZREM', K_LEASED, id)
   redis.call('HDEL', K_TOKEN, id)
+  redis.call('HDEL', K_DEADLINE, id)
   local due = math.floor((now_us + 999) / 1000) + delay
-  redis.call('HSET', K_DEADLINE, id, string.format('%d', due))
   redis.call('ZADD', K_DUE, string.format('%d', due), id)
   announce(id, due, channel)
 end
@@ -103,15 +104,17 @@ if mode == 'd' then
 else
   due = value
 end
-redis.call('ZREM', K_DEAD, id)
-redis.call('HSET', K_PAYLOAD, id, payload)
 -- A waiting job is its score in the due set and its payload, nothing
--- more: the attempt count and the deadline as scheduled are written when
--- it is first delivered (memory per pending job). Clear a dead letter's.
-redis.call('HDEL', K_ATTEMPT, id)
-redis.call('HDEL', K_DEADLINE, id)
-redis.call('HDEL', K_TOKEN, id)
-redis.call('HDEL', K_ERROR, id)
+-- more: the attempt count and the deadline are written when it is
+-- delivered (memory per pending job). Only a dead letter replaced by
+-- this id has other fields to clear.
+if redis.call('ZREM', K_DEAD, id) == 1 then
+  redis.call('HDEL', K_ATTEMPT, id)
+  redis.call('HDEL', K_DEADLINE, id)
+  redis.call('HDEL', K_TOKEN, id)
+  redis.call('HDEL', K_ERROR, id)
+end
+redis.call('HSET', K_PAYLOAD, id, payload)
 redis.call('ZADD', K_DUE, string.format('%d', due), id)
 announce(id, due, channel)
 return {1, due}
@@ -202,17 +205,18 @@ const CLAIM: &str = r#"
 local lease, max_attempts, token = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local buried = {}
 -- `due` is the job's score in the due set, or nil for a job taken back
--- from a lost lease. The deadline as scheduled is kept from the first
--- delivery on (a retry or release may move the due score, not the
--- deadline a worker sees); before that, the due score is the deadline.
+-- from a lost lease. A waiting job's deadline is its due score (schedule,
+-- retry, release and requeue all keep it so); it is written to the
+-- deadline hash only while the job is leased, for a redelivery after a
+-- lost lease or a release to read.
 local function deliver(id, expired, due)
   local attempt = redis.call('HINCRBY', K_ATTEMPT, id, 1)
   local expiry = now + lease
   redis.call('ZADD', K_LEASED, string.format('%d', expiry), id)
   redis.call('HSET', K_TOKEN, id, token)
   local payload = redis.call('HGET', K_PAYLOAD, id) or ''
-  local deadline = tonumber(redis.call('HGET', K_DEADLINE, id) or due or now)
-  if due then redis.call('HSETNX', K_DEADLINE, id, string.format('%d', deadline)) end
+  local deadline = due or tonumber(redis.call('HGET', K_DEADLINE, id) or now)
+  if due then redis.call('HSET', K_DEADLINE, id, string.format('%d', due)) end
   return {1, id, payload, deadline, attempt, expiry, expired, buried}
 end
 -- Expired leases first: their jobs have waited longest. Those out of
@@ -328,9 +332,9 @@ pub(crate) static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[R
 const REVIVE: &str = r#"
 local function revive(id)
   if redis.call('ZREM', K_DEAD, id) == 0 then return false end
-  redis.call('HSET', K_ATTEMPT, id, 0)
+  redis.call('HDEL', K_ATTEMPT, id)
   redis.call('HDEL', K_ERROR, id)
-  redis.call('HSET', K_DEADLINE, id, string.format('%d', now))
+  redis.call('HDEL', K_DEADLINE, id)
   redis.call('ZADD', K_DUE, string.format('%d', now), id)
   return true
 end
@@ -369,15 +373,21 @@ return expiry
 "#;
 
 /// Hands a held job back, due at once, without counting the delivery
-/// against max attempts. It keeps its due time, so it goes to the front
-/// of the waiting jobs (it has waited longest). ARGV: id, token, channel.
-/// Returns 1, or 0 if the lease was lost (nothing changed).
+/// against max attempts. Its deadline (never later than now, since it was
+/// claimed) becomes its due score again, so it goes to the front of the
+/// waiting jobs (it has waited longest), and a first delivery handed back
+/// is stored as it was scheduled: due score and payload only. ARGV: id,
+/// token, channel. Returns 1, or 0 if the lease was lost (nothing
+/// changed).
 const RELEASE: &str = r#"
 local channel = ARGV[3]
 redis.call('ZREM', K_LEASED, id)
 redis.call('HDEL', K_TOKEN, id)
-redis.call('HINCRBY', K_ATTEMPT, id, -1)
+if redis.call('HINCRBY', K_ATTEMPT, id, -1) <= 0 then
+  redis.call('HDEL', K_ATTEMPT, id)
+end
 local due = tonumber(redis.call('HGET', K_DEADLINE, id) or now)
+redis.call('HDEL', K_DEADLINE, id)
 if due > now then due = now end
 redis.call('ZADD', K_DUE, string.format('%d', due), id)
 announce(id, due, channel)

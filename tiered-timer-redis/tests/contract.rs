@@ -532,11 +532,42 @@ async fn a_waiting_job_stores_only_its_payload_and_keeps_its_deadline() {
 
     job.release().await.unwrap();
     assert_eq!(score(&server, "due", &id).await, Some(scheduled)); // the front
+    assert_eq!(stored(&server, &id).await, [true, false, false]);
     let job = queue.next().await.unwrap();
     assert_eq!((job.attempt(), deadline_ms(&job)), (1, scheduled));
     drop(job); // the lease runs out: redelivered
     let job = queue.next().await.unwrap();
     assert_eq!((job.attempt(), deadline_ms(&job)), (2, scheduled));
+    job.ack().await.unwrap();
+    assert_eq!(stored(&server, &id).await, [false, false, false]);
+}
+
+// The same layout after a retry (the attempt count stays: it is the
+// job's history) and after a requeue of a dead letter (a fresh start).
+#[tokio::test]
+async fn retried_and_requeued_jobs_keep_the_waiting_layout() {
+    let server = RedisServer::start();
+    let queue = queue(&server, Duration::from_secs(30)).await;
+    let id = queue
+        .schedule(Duration::ZERO, b"order 8".to_vec())
+        .await
+        .unwrap();
+    let job = queue.next().await.unwrap();
+    job.retry_after(Duration::from_millis(50)).await.unwrap();
+    assert_eq!(stored(&server, &id).await, [true, true, false]);
+    let retried_due = score(&server, "due", &id).await.unwrap();
+    let job = queue.next().await.unwrap();
+    let deadline = job
+        .deadline()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert_eq!((job.attempt(), deadline), (2, retried_due));
+    job.bury("bad payload").await.unwrap();
+    assert!(queue.requeue(&id).await.unwrap());
+    assert_eq!(stored(&server, &id).await, [true, false, false]);
+    let job = queue.next().await.unwrap();
+    assert_eq!(job.attempt(), 1);
     job.ack().await.unwrap();
     assert_eq!(stored(&server, &id).await, [false, false, false]);
 }
