@@ -442,7 +442,9 @@ impl Queue {
     }
 
     /// Runs a batch script on every partition until it reports a short
-    /// batch; returns the sum of what it reported.
+    /// batch, or has handled as many dead letters as the partition held
+    /// when it began (so jobs that die again as fast as they are requeued
+    /// cannot keep it going); returns the sum of what it reported.
     async fn in_batches(
         &self,
         script: &redis::Script,
@@ -451,9 +453,11 @@ impl Queue {
         let inner: &Inner = &self.inner;
         let mut total = 0;
         for keys in &inner.partitions {
-            loop {
+            let mut left: u64 = inner.query(redis::cmd("ZCARD").arg(keys.dead())).await?;
+            while left > 0 {
                 let n: u64 = inner.eval(script, keys, args(keys)).await?;
                 total += n;
+                left = left.saturating_sub(n);
                 if n < BATCH as u64 {
                     break;
                 }

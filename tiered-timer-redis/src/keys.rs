@@ -69,6 +69,11 @@ impl Keys {
     pub(crate) fn leased(&self) -> &str {
         &self.ordered[1]
     }
+
+    /// The dead letters' sorted set.
+    pub(crate) fn dead(&self) -> &str {
+        &self.ordered[2]
+    }
 }
 
 /// Checks a queue name: 1 to [`MAX_QUEUE_NAME`] bytes, no `{`, `}`, `#`,

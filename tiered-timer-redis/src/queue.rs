@@ -1163,7 +1163,7 @@ impl Inner {
     }
 
     /// Runs one plain command within the command timeout.
-    async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, Error> {
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, Error> {
         let run = async {
             match self.conn.clone() {
                 Conn::Single(mut conn) => cmd.query_async(&mut conn).await,
