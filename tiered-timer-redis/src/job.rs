@@ -271,11 +271,13 @@ impl Job {
             .retry(self.partition, &self.id, &self.token, delay)
             .await?;
         self.finished = true;
-        if done {
-            tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, ?delay, "job retried");
-            Ok(())
-        } else {
-            self.lost("retry")
+        match done {
+            1 => {
+                tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, ?delay, "job retried");
+                Ok(())
+            }
+            2 => Ok(()), // buried, and traced as such by the queue
+            _ => self.lost("retry"),
         }
     }
 

@@ -1056,13 +1056,15 @@ impl Inner {
         Ok(done == 1)
     }
 
+    /// Runs the retry script: 1 rescheduled, 2 buried (it was the last
+    /// attempt), 0 lease lost.
     pub(crate) async fn retry(
         &self,
         partition: u32,
         id: &JobId,
         token: &str,
         delay: Duration,
-    ) -> Result<bool, Error> {
+    ) -> Result<i64, Error> {
         let delay = millis_up(delay);
         if delay > MAX_DEADLINE_MS / 2 {
             return Err(Error::InvalidDeadline);
@@ -1084,7 +1086,7 @@ impl Inner {
         if done == 2 {
             tracing::warn!(queue = %self.name, job = %id, attempts = self.max_attempts, "job moved to the dead letters: retried on its last attempt");
         }
-        Ok(done != 0)
+        Ok(done)
     }
 
     /// The queue's name, for events.

@@ -242,3 +242,32 @@ async fn failures_are_traced_and_not_released_after_close() {
         "a finished job was handed back on drop"
     );
 }
+
+// A retry on the last attempt buries the job: traced as a dead letter,
+// not as a retry.
+#[tokio::test]
+async fn a_retry_on_the_last_attempt_is_traced_as_a_dead_letter_only() {
+    let capture = Capture::default();
+    let _guard = tracing::subscriber::set_default(capture.clone());
+    let server = RedisServer::start();
+    let queue = Queue::builder(&server.url(), "last")
+        .max_attempts(1)
+        .connect()
+        .await
+        .unwrap();
+    queue.schedule(Duration::ZERO, "x").await.unwrap();
+    queue
+        .next()
+        .await
+        .unwrap()
+        .retry_after(Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(queue.dead_letters(10).await.unwrap().len(), 1);
+    assert_eq!(capture.find("dead letters").len(), 1);
+    assert!(
+        capture.find("job retried").is_empty(),
+        "{:?}",
+        capture.find("job retried")
+    );
+}
