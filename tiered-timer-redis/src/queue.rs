@@ -334,10 +334,8 @@ impl Queue {
         delay: Duration,
         payload: impl Into<Vec<u8>>,
     ) -> Result<JobId, Error> {
-        let (id, _) = self
-            .schedule_inner(random_id().into(), Due::After(delay), payload.into())
-            .await?;
-        Ok(id)
+        self.schedule_inner(random_id().into(), Due::After(delay), payload.into())
+            .await
     }
 
     /// Schedules a job due at `at`, under a new random id. A time in the
@@ -369,10 +367,8 @@ impl Queue {
         at: SystemTime,
         payload: impl Into<Vec<u8>>,
     ) -> Result<JobId, Error> {
-        let (id, _) = self
-            .schedule_inner(random_id().into(), Due::At(at), payload.into())
-            .await?;
-        Ok(id)
+        self.schedule_inner(random_id().into(), Due::At(at), payload.into())
+            .await
     }
 
     /// Schedules a job under your id, due `delay` from Redis' now; if a job
@@ -403,10 +399,8 @@ impl Queue {
         delay: Duration,
         payload: impl Into<Vec<u8>>,
     ) -> Result<JobId, Error> {
-        let (id, _) = self
-            .schedule_inner(id.into(), Due::After(delay), payload.into())
-            .await?;
-        Ok(id)
+        self.schedule_inner(id.into(), Due::After(delay), payload.into())
+            .await
     }
 
     /// Schedules many jobs under new random ids, each `(delay, payload)`,
@@ -556,20 +550,22 @@ impl Queue {
         Ok(ids)
     }
 
-    async fn schedule_inner(
-        &self,
-        id: JobId,
-        due: Due,
-        payload: Vec<u8>,
-    ) -> Result<(JobId, bool), Error> {
-        check_job_id(id.as_str())?;
-        let args = self.inner.schedule_args(&id, due, payload)?;
+    /// Checks one job and schedules it with one script on its partition.
+    async fn schedule_inner(&self, id: JobId, due: Due, payload: Vec<u8>) -> Result<JobId, Error> {
+        let (mode, value) = self.inner.checked_due(&id, due, &payload)?;
         let keys = self.inner.keys_of(&id);
-        let (written, _due): (i64, i64) = self
+        let args = vec![
+            arg(id.as_str()),
+            arg(mode),
+            arg(&value.to_string()),
+            payload,
+            arg(&keys.channel),
+        ];
+        let _: (i64, i64) = self
             .inner
             .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
             .await?;
-        Ok((id, written == 1))
+        Ok(id)
     }
 
     /// Cancels a waiting job. Returns `true` if it was waiting and will now
@@ -912,19 +908,6 @@ impl Inner {
             return Err(Error::InvalidDeadline);
         }
         Ok((mode, value))
-    }
-
-    /// The schedule script's ARGV, after checking the input.
-    fn schedule_args(&self, id: &JobId, due: Due, payload: Vec<u8>) -> Result<Vec<Vec<u8>>, Error> {
-        let (mode, value) = self.checked_due(id, due, &payload)?;
-        let keys = self.keys_of(id);
-        Ok(vec![
-            arg(id.as_str()),
-            arg(mode),
-            arg(&value.to_string()),
-            payload,
-            arg(&keys.channel),
-        ])
     }
 
     /// Checks every job, then schedules them in chunks of one partition,
