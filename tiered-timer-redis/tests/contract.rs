@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
 use support::{deliver_all, eventually, RedisServer};
-use tiered_timer_redis::{Error, JobId, Queue};
+use tiered_timer_redis::{Error, Job, JobId, Queue};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -25,6 +25,14 @@ async fn score(server: &RedisServer, set: &str, id: &JobId) -> Option<u64> {
         .query_async(&mut conn)
         .await
         .unwrap()
+}
+
+/// A job's deadline in ms since the epoch (the unit of the due scores).
+fn deadline_ms(job: &Job) -> u64 {
+    job.deadline()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 /// The ids of up to ten dead letters, newest death first.
@@ -89,18 +97,14 @@ async fn never_early_by_redis_clock() {
             .unwrap()
             .unwrap();
         let (_, earliest) = expected.iter().find(|(id, _)| id == job.id()).unwrap();
-        let deadline_ms = job
-            .deadline()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
-        assert!(deadline_ms >= *earliest, "deadline counts from Redis' now");
+        let deadline = deadline_ms(&job);
+        assert!(deadline >= *earliest, "deadline counts from Redis' now");
         // The lease's expiry is Redis' now at the claim plus the lease.
         let expiry = score(&server, "leased", job.id()).await.unwrap();
         let claimed_at = expiry - lease.as_millis() as u64;
         assert!(
-            claimed_at >= deadline_ms,
-            "claimed at {claimed_at}, before its deadline {deadline_ms}"
+            claimed_at >= deadline,
+            "claimed at {claimed_at}, before its deadline {deadline}"
         );
         job.ack().await.unwrap();
     }
@@ -221,12 +225,7 @@ async fn retry_after_redelivers_later_with_the_next_attempt() {
     assert_eq!(again.id(), &id);
     assert_eq!(again.attempt(), 2);
     assert!(again.deadline() > first_deadline);
-    let due = again
-        .deadline()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    assert!(due >= before + 200);
+    assert!(deadline_ms(&again) >= before + 200);
     again.ack().await.unwrap();
 }
 
@@ -520,12 +519,6 @@ async fn a_waiting_job_stores_only_its_payload_and_keeps_its_deadline() {
     let scheduled = score(&server, "due", &id).await.unwrap();
 
     let job = queue.next().await.unwrap();
-    let deadline_ms = |job: &tiered_timer_redis::Job| {
-        job.deadline()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64
-    };
     assert_eq!((job.id(), job.attempt()), (&id, 1));
     assert_eq!(deadline_ms(&job), scheduled);
     assert_eq!(stored(&server, &id).await, [true, true, true]);
@@ -557,12 +550,7 @@ async fn retried_and_requeued_jobs_keep_the_waiting_layout() {
     assert_eq!(stored(&server, &id).await, [true, true, false]);
     let retried_due = score(&server, "due", &id).await.unwrap();
     let job = queue.next().await.unwrap();
-    let deadline = job
-        .deadline()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    assert_eq!((job.attempt(), deadline), (2, retried_due));
+    assert_eq!((job.attempt(), deadline_ms(&job)), (2, retried_due));
     job.bury("bad payload").await.unwrap();
     assert!(queue.requeue(&id).await.unwrap());
     assert_eq!(stored(&server, &id).await, [true, false, false]);
