@@ -8,7 +8,7 @@
 //! cargo run --release --example compare 3          # one workload (id prefix)
 //! cargo run --release --example compare cascade    # or its key: guard, reset,
 //!                                                  # mass, cascade, idle, memory,
-//!                                                  # blocked
+//!                                                  # blocked, floor
 //! # with tokio's alternative (per-worker) timer as a peer column:
 //! RUSTFLAGS="--cfg tokio_unstable" cargo run --release \
 //!     --target-dir target/unstable --example compare
@@ -20,7 +20,14 @@
 //! buckets, a clock thread), `futures-timer` (its own timer thread) and
 //! `async-io`'s `Timer` (its own reactor thread). Every run builds a fresh
 //! 2-worker tokio runtime, with only the time driver enabled except in the
-//! two server guards (1a, 1c), which enable tokio's I/O driver too.
+//! two server guards (1a, 1c, and 1c's floor 1f), which enable tokio's I/O
+//! driver too.
+//!
+//! 1f is a diagnostic, not a comparison, and runs last: in 1c's runtime it
+//! times what any guard pays whatever the timer (the clock read, finding
+//! the current runtime, a lock round trip, a reference count), each alone
+//! and summed, against tokio's 1c guard of the same run (see the note the
+//! table ends with).
 //!
 //! Knobs (environment):
 //! - `COMPARE_RUNS`: runs of the cheap workloads (1, 2), default 5;
@@ -30,7 +37,8 @@
 //! - `COMPARE_CASCADE_MS`: the common deadline of workload 4, default 4500
 //!   (beyond the 4.096 s span of the two finest wheels of both tokio and a
 //!   default `tiered-timer`, so entries pass through overflow wheels);
-//! - `COMPARE_GUARDS`: guards per run of 1a and 1c, default 1 000 000;
+//! - `COMPARE_GUARDS`: guards per run of 1a and 1c, and iterations of each
+//!   of 1f's components, default 1 000 000;
 //! - `COMPARE_BLOCKED_MS`: length of workload 7, default 3000;
 //! - `COMPARE_IMPLS`: a comma list restricting the implementations, e.g.
 //!   `ours,tokio`.
@@ -267,7 +275,7 @@ impl<F: Future + Unpin, D: Future + Unpin> Future for Guard<F, D> {
 const GUARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// The busy server's guard (1c): later than every other timer pending.
 const BUSY_GUARD_TIMEOUT: Duration = Duration::from_secs(60);
-/// Guards per by-hand run (1a, 1c): `COMPARE_GUARDS`, default 1 000 000
+/// Guards per by-hand run (1a, 1c, 1f): `COMPARE_GUARDS`, default 1 000 000
 /// (fewer for a run under callgrind).
 fn guards_by_hand_count() -> u32 {
     env_or("COMPARE_GUARDS", 1_000_000)
@@ -336,14 +344,21 @@ fn guard_idle_server(imp: Imp) -> Option<Vec<f64>> {
 }
 
 /// 1c, the busy server: as 1a, with 100 000 other timers of the same
-/// implementation pending (due 20..30 s out, none due during the run even
-/// under callgrind; the guards, of 60 s, are never the earliest), and the
-/// runtime parked once (`block_on` of a 1 ms sleep) before timing, so
-/// tokio's driver sleeps until the earliest of them.
+/// implementation pending and the runtime parked once (see
+/// [`in_busy_server`]).
 fn guard_busy_server(imp: Imp) -> Option<Vec<f64>> {
     if imp == Imp::TokioAlt {
         return None;
     }
+    Some(vec![in_busy_server(imp, || busy_guard(imp))])
+}
+
+/// Runs `body` on this thread in the context of 1c's busy server: a
+/// server runtime with 100 000 other timers of `imp` pending (due 20..30 s
+/// out, none due during the run even under callgrind), parked once
+/// (`block_on` of a 1 ms sleep) so tokio's driver sleeps until the earliest
+/// of them.
+fn in_busy_server<T>(imp: Imp, body: impl FnOnce() -> T) -> T {
     let rt = server_runtime();
     let _in_rt = rt.enter();
     let mut cx = Context::from_waker(Waker::noop());
@@ -359,15 +374,113 @@ fn guard_busy_server(imp: Imp) -> Option<Vec<f64>> {
         assert!(other.as_mut().poll(&mut cx).is_pending());
     }
     rt.block_on(sleep_until(imp, Instant::now() + Duration::from_millis(1)));
-    let ns = with_guard!(
+    let result = body();
+    drop(others);
+    result
+}
+
+/// ns per guard of `imp` in the busy server (call inside
+/// [`in_busy_server`]): the guards, of 60 s, are never the earliest timer.
+fn busy_guard(imp: Imp) -> f64 {
+    with_guard!(
         imp,
         BUSY_GUARD_TIMEOUT,
         PendingOnce::by_hand(),
         guards_by_hand,
         guards_by_hand_count()
-    );
-    drop(others);
-    Some(vec![ns])
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Workload 1f: the floor under 1c's guard, a diagnostic.
+
+/// The rows of 1f: our guard and tokio's as in 1c, then what any guard of
+/// a relative timeout pays on this thread whatever the timer, each alone
+/// and summed in one loop body.
+const FLOOR_ROWS: [&str; 7] = [
+    "guard as in 1c (ours: our guard)",
+    "a. clock read, tokio::time::Instant::now()",
+    "b. runtime lookup, Handle::try_current() + drop",
+    "c. uncontended Mutex<u64> lock, +1, unlock",
+    "d. Arc clone + drop",
+    "floor of today's design: a + b + 2c + d",
+    "floor of one lock, no count: a + b + c",
+];
+
+/// 1f, the guard's floor: in 1c's busy server, the `ours` column holds our
+/// guard then the cost of each component alone (no timer involved); the
+/// `tokio` column holds tokio's guard of the same run on every row, so
+/// ours/tokio is the share of tokio's guard a component takes by itself.
+/// The other peers have no column here.
+fn guard_floor(imp: Imp) -> Option<Vec<f64>> {
+    match imp {
+        Imp::Ours => Some(in_busy_server(imp, || {
+            let mut rows = vec![busy_guard(imp)];
+            rows.extend(floor_components(guards_by_hand_count()));
+            rows
+        })),
+        Imp::Tokio => Some(vec![
+            in_busy_server(imp, || busy_guard(imp));
+            FLOOR_ROWS.len()
+        ]),
+        _ => None,
+    }
+}
+
+/// ns per iteration of each of 1f's components (rows a to the one-lock
+/// floor), `n` iterations each, on this thread in the current runtime's
+/// context. `black_box` keeps every read, lock and count.
+fn floor_components(n: u32) -> Vec<f64> {
+    let lock = std::sync::Mutex::new(0u64);
+    let count = Arc::new(0u64);
+    let clock_read = || {
+        black_box(tokio::time::Instant::now());
+    };
+    let runtime_lookup = || {
+        drop(black_box(tokio::runtime::Handle::try_current()));
+    };
+    let lock_round_trip = || {
+        *black_box(&lock)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
+    };
+    let count_round_trip = || {
+        drop(black_box(Arc::clone(black_box(&count))));
+    };
+    vec![
+        ns_per_iteration(n, clock_read),
+        ns_per_iteration(n, runtime_lookup),
+        ns_per_iteration(n, lock_round_trip),
+        ns_per_iteration(n, count_round_trip),
+        // In a guard's order: read the clock, find the runtime, take a
+        // count on the timer, file under the lock, remove under it, let go.
+        ns_per_iteration(n, || {
+            let now = black_box(tokio::time::Instant::now());
+            let runtime = black_box(tokio::runtime::Handle::try_current());
+            let timer = black_box(Arc::clone(black_box(&count)));
+            lock_round_trip();
+            lock_round_trip();
+            drop(timer);
+            drop(runtime);
+            black_box(now);
+        }),
+        ns_per_iteration(n, || {
+            let now = black_box(tokio::time::Instant::now());
+            let runtime = black_box(tokio::runtime::Handle::try_current());
+            lock_round_trip();
+            drop(runtime);
+            black_box(now);
+        }),
+    ]
+}
+
+/// Calls `body` `n` times on this thread; ns per call.
+fn ns_per_iteration(n: u32, mut body: impl FnMut()) -> f64 {
+    let start = Instant::now();
+    for _ in 0..n {
+        body();
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(n)
 }
 
 const GUARD_TASKS: u32 = 1000;
@@ -946,6 +1059,17 @@ fn workloads() -> Vec<Workload> {
             runs: heavy,
             run: Box::new(move |imp| blocked_worker(imp, blocked)),
         },
+        // A diagnostic of 1c, not a comparison: its `ours` column holds
+        // components no timer can avoid, so it comes after the workloads,
+        // next to the note that says how to read it.
+        Workload {
+            id: "1f",
+            key: "floor",
+            name: "the guard's floor: what any timer pays per guard, one thread, inside the busy server's runtime (as 1c)",
+            metrics: FLOOR_ROWS.iter().map(|&row| (row, Unit::Ns)).collect(),
+            runs,
+            run: Box::new(guard_floor),
+        },
     ]
 }
 
@@ -1046,6 +1170,15 @@ fn main() {
             rows.push((format!("{label} | {metric}"), medians));
             let last = rows.len() - 1;
             rows[last].0 = format!("| {} | {} |", rows[last].0, cells.join(" | "));
+        }
+        if w.id == "1f" {
+            notes.push(
+                "1f: the ours column holds our guard, then what each component costs alone, \
+                 no timer involved; the tokio column holds tokio's 1c guard of the same run on \
+                 every row, so ours/tokio is the share of tokio's guard a component takes by \
+                 itself. 1.5x faster than tokio's guard is ours/tokio at most 0.67."
+                    .into(),
+            );
         }
         if w.id == "5" {
             let cpu: Vec<f64> = (0..w.runs)
