@@ -1060,8 +1060,8 @@ fn workloads() -> Vec<Workload> {
             run: Box::new(move |imp| blocked_worker(imp, blocked)),
         },
         // A diagnostic of 1c, not a comparison: its `ours` column holds
-        // components no timer can avoid, so it comes after the workloads,
-        // next to the note that says how to read it.
+        // what a guard pays whatever the timer, so it comes after the
+        // workloads, next to the note that says how to read it.
         Workload {
             id: "1f",
             key: "floor",
