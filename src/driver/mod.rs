@@ -200,15 +200,6 @@ struct Control {
     shutdown: bool,
 }
 
-thread_local! {
-    /// This thread's shard number (modulo the shard count), handed out in
-    /// turn so the workers of a runtime land in different shards.
-    static THREAD_SHARD: usize = {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    };
-}
-
 /// The smaller of two optional ticks, `None` being "never".
 fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
@@ -331,7 +322,10 @@ impl Shared {
     fn home_shard(&self) -> usize {
         match self.shards.len() {
             1 => 0,
-            n => THREAD_SHARD.try_with(|shard| *shard).unwrap_or(0) % n,
+            n => match crate::rt::home_index() {
+                index if index < n => index,
+                index => index % n,
+            },
         }
     }
 
