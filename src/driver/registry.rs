@@ -56,12 +56,9 @@ pub(crate) fn current() -> Handle {
     let id = runtime.id();
     let cached = CACHED
         .try_with(|cached| match &mut *cached.try_borrow_mut().ok()? {
-            Some(cached) if cached.id == id && !cached.handle.shared.is_shutdown() => Some(
-                cached
-                    .spare
-                    .take()
-                    .unwrap_or_else(|| cached.handle.clone()),
-            ),
+            Some(cached) if cached.id == id && !cached.handle.shared.is_shutdown() => {
+                Some(cached.spare.take().unwrap_or_else(|| cached.handle.clone()))
+            }
             _ => None,
         })
         .ok()
