@@ -344,7 +344,7 @@ impl Interval {
     }
 
     fn delay_handle_now(&self) -> Instant {
-        self.delay.handle.now()
+        self.delay.handle().now()
     }
 
     /// Resets to `deadline`, or to the far future if it overflowed `Instant`

@@ -18,6 +18,26 @@ pub use tokio::time::Instant;
 #[cfg(loom)]
 pub use std::time::Instant;
 
+thread_local! {
+    /// A number for this thread, handed out in turn (see [`home_index`]).
+    static THREAD_INDEX: usize = {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    };
+}
+
+/// Which shard this thread's sleeps go to, before reducing modulo the shard
+/// count: a runtime worker's index (so worker `i` of an `n`-worker runtime
+/// has shard `i` to itself, whatever other threads came and went), else a
+/// number handed out to threads in turn.
+pub(crate) fn home_index() -> usize {
+    #[cfg(not(loom))]
+    if let Some(index) = tokio::runtime::worker_index() {
+        return index;
+    }
+    THREAD_INDEX.try_with(|index| *index).unwrap_or(0)
+}
+
 /// A runtime able to run a timer's driver task.
 #[derive(Debug, Clone)]
 pub(crate) struct Runtime {

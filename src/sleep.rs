@@ -9,6 +9,7 @@ use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::driver::deadlines::{FIRED, SHUTDOWN};
+use crate::driver::registry;
 use crate::driver::EntryKey;
 use crate::driver::Filing;
 use crate::{Handle, Instant};
@@ -119,7 +120,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
-    pub(crate) handle: Handle,
+    /// The sleep's timer: always `Some` until the sleep is dropped, when
+    /// the count it holds goes back to the thread's cache (see
+    /// [`registry::recycle`]).
+    handle: Option<Handle>,
     deadline: Instant,
     /// Which waker the entry holds, kept to skip the lock when re-polled
     /// by the same task: its identity, not a clone (a clone would cost an
@@ -195,11 +199,16 @@ impl Sleep {
     pub(crate) fn new(handle: Handle, deadline: Instant) -> Sleep {
         debug_assert!(deadline <= handle.shared.ticks().last());
         Sleep {
-            handle,
+            handle: Some(handle),
             deadline,
             waker: None,
             state: SleepState(0),
         }
+    }
+
+    /// The sleep's timer.
+    pub(crate) fn handle(&self) -> &Handle {
+        expect_handle(&self.handle)
     }
 
     /// Returns the instant at which the sleep completes (rounded up to the
@@ -244,7 +253,7 @@ impl Sleep {
             || self
                 .state
                 .entry()
-                .is_some_and(|key| self.handle.shared.deadline_of(key) == FIRED)
+                .is_some_and(|key| self.handle().shared.deadline_of(key) == FIRED)
     }
 
     /// Resets the sleep to a new deadline, whether or not it has completed.
@@ -273,7 +282,7 @@ impl Sleep {
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.get_mut();
-        let shared = &this.handle.shared;
+        let shared = &expect_handle(&this.handle).shared;
         let deadline = shared.ticks().clamp(Some(deadline), || shared.now());
         let tick = shared.ticks().deadline_tick(deadline);
         this.deadline = deadline;
@@ -299,7 +308,7 @@ impl Sleep {
         if self.state.elapsed() {
             return Poll::Ready(());
         }
-        let shared = &self.handle.shared;
+        let shared = &self.handle().shared;
         let filing = match self.state.entry() {
             None => shared.register(shared.ticks().deadline_tick(self.deadline), cx.waker()),
             Some(key) => match shared.deadline_of(key) {
@@ -324,6 +333,13 @@ impl Sleep {
             Filing::Shutdown => shutdown_panic(),
         }
     }
+}
+
+/// A sleep's timer, from its field (borrowing only the field).
+fn expect_handle(handle: &Option<Handle>) -> &Handle {
+    handle
+        .as_ref()
+        .expect("a sleep's handle is only taken when it is dropped")
 }
 
 #[cold]
@@ -352,9 +368,13 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
         if let Some(key) = self.state.entry() {
-            self.handle.shared.deregister(key);
+            handle.shared.deregister(key);
         }
+        registry::recycle(handle);
     }
 }
 

@@ -17,6 +17,34 @@ pub(crate) use loom::sync::{
     Mutex, MutexGuard,
 };
 
+mod spin;
+pub(crate) use self::spin::SpinLock;
+
+/// The lock each shard's wheel sits behind: a [`SpinLock`] (see
+/// [`spin`] for why).
+#[cfg(not(loom))]
+pub(crate) type ShardLock<T> = SpinLock<T>;
+
+/// Under loom, the shards sit behind loom's mutex, which has the same
+/// contract (one holder; what a holder wrote happens before the next holder
+/// reads). A spin loop makes each explored path as long as the spinning, so
+/// the timer's models could not finish with the real lock; the model
+/// `spin_lock_excludes` checks the spin lock on its own instead.
+#[cfg(loom)]
+#[derive(Debug)]
+pub(crate) struct ShardLock<T>(Mutex<T>);
+
+#[cfg(loom)]
+impl<T> ShardLock<T> {
+    pub(crate) fn new(value: T) -> ShardLock<T> {
+        ShardLock(Mutex::new(value))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        lock(&self.0)
+    }
+}
+
 // Not modelled: reference counts and one-time initialisation are std's own
 // business (loom has no `Weak` or `OnceLock`); the timer's invariants live
 // in the mutex-guarded state and the atomics above.

@@ -442,3 +442,52 @@ async fn sub_millisecond_ticks_fire_on_their_boundary() {
         assert_ready!(sleep.poll());
     }
 }
+
+/// A dropped sleep hands its count on its timer back to the thread, for the
+/// thread's next sleep: only ever for a sleep of that same timer.
+#[test]
+fn a_dropped_sleep_of_an_explicit_timer_never_stands_in_for_the_default_one() {
+    let rt = current_thread();
+    rt.block_on(async {
+        let default = Handle::current();
+        let explicit = Timer::new();
+        for _ in 0..3 {
+            let mut mine = explicit.handle().sleep(Duration::from_secs(60));
+            assert!(poll_once(&mut mine).is_pending());
+            drop(mine);
+            let mut other = tiered_timer::sleep(Duration::from_secs(60));
+            assert!(poll_once(&mut other).is_pending());
+            assert_eq!((default.pending(), explicit.handle().pending()), (1, 0));
+            drop(other);
+        }
+        // And a default sleep dropped here serves the next one.
+        let mut last = tiered_timer::sleep(Duration::from_secs(60));
+        assert!(poll_once(&mut last).is_pending());
+        assert_eq!(default.pending(), 1);
+    });
+}
+
+/// A thread that takes turns in two runtimes gives each runtime's sleeps to
+/// that runtime's timer, even with a count of the other's held back.
+#[test]
+fn sleeps_on_a_thread_alternating_runtimes_stay_on_their_own_timers() {
+    let a = current_thread();
+    let b = current_thread();
+    let timer_a = a.block_on(async { Handle::current() });
+    let timer_b = b.block_on(async { Handle::current() });
+    for round in 0..3 {
+        for (rt, expected) in [(&a, (1, 0)), (&b, (0, 1))] {
+            rt.block_on(async {
+                // Leaves a count of this runtime's timer with the thread.
+                drop(tiered_timer::sleep(ms(1)));
+                let mut sleep = tiered_timer::sleep(Duration::from_secs(60));
+                assert!(poll_once(&mut sleep).is_pending());
+                assert_eq!(
+                    (timer_a.pending(), timer_b.pending()),
+                    expected,
+                    "round {round}"
+                );
+            });
+        }
+    }
+}

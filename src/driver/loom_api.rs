@@ -66,3 +66,35 @@ impl Model {
             .collect()
     }
 }
+
+/// The shards' lock on its own, for the model that checks it excludes.
+#[derive(Debug)]
+pub struct SpinLockProbe(crate::sync::SpinLock<u64>);
+
+impl SpinLockProbe {
+    /// A lock around zero.
+    pub fn new() -> SpinLockProbe {
+        SpinLockProbe(crate::sync::SpinLock::new(0))
+    }
+
+    /// Adds one under the lock, reading and writing in two steps with a
+    /// yield between them: if two holders overlapped, an update would be
+    /// lost (and loom's cell tracking reports the overlap itself).
+    pub fn increment(&self) {
+        let mut value = self.0.lock();
+        let read = *value;
+        loom::thread::yield_now();
+        *value = read + 1;
+    }
+
+    /// The value, read under the lock.
+    pub fn value(&self) -> u64 {
+        *self.0.lock()
+    }
+}
+
+impl Default for SpinLockProbe {
+    fn default() -> SpinLockProbe {
+        SpinLockProbe::new()
+    }
+}

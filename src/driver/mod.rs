@@ -67,7 +67,7 @@ use std::time::Duration;
 use crate::clock::{Clock, ClockSleep};
 use crate::error::Error;
 use crate::rt::Runtime;
-use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering, Weak};
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering, ShardLock, Weak};
 use crate::wheel::{Key, Polled, Wheel};
 use crate::Instant;
 
@@ -181,7 +181,7 @@ struct State {
 /// One shard: a wheel behind its own lock, and its entries' deadline words.
 #[derive(Debug)]
 struct Shard {
-    state: Mutex<State>,
+    state: ShardLock<State>,
     deadlines: DeadlineTable,
 }
 
@@ -198,15 +198,6 @@ struct Control {
     /// Flushes run: the driver's turns (see [`crate::Stats`]).
     wakeups: u64,
     shutdown: bool,
-}
-
-thread_local! {
-    /// This thread's shard number (modulo the shard count), handed out in
-    /// turn so the workers of a runtime land in different shards.
-    static THREAD_SHARD: usize = {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    };
 }
 
 /// The smaller of two optional ticks, `None` being "never".
@@ -269,7 +260,7 @@ impl Shared {
         let first = clock.sleep_until(now);
         let shards = (0..config.shards.clamp(1, MAX_SHARDS))
             .map(|_| Shard {
-                state: Mutex::new(State {
+                state: ShardLock::new(State {
                     wheel: Wheel::new(config.wheel_size),
                     ready: ReadyQueue::default(),
                     next: None,
@@ -331,7 +322,10 @@ impl Shared {
     fn home_shard(&self) -> usize {
         match self.shards.len() {
             1 => 0,
-            n => THREAD_SHARD.try_with(|shard| *shard).unwrap_or(0) % n,
+            n => match crate::rt::home_index() {
+                index if index < n => index,
+                index => index % n,
+            },
         }
     }
 
@@ -363,7 +357,7 @@ impl Shared {
     pub(crate) fn pending(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| lock(&shard.state).pending)
+            .map(|shard| shard.state.lock().pending)
             .sum()
     }
 
@@ -376,7 +370,7 @@ impl Shared {
             pending: 0,
         };
         for shard in self.shards.iter() {
-            let state = lock(&shard.state);
+            let state = shard.state.lock();
             counters.fired += state.fired;
             counters.cascaded += state.wheel.cascaded();
             counters.pending += state.pending;
@@ -399,7 +393,7 @@ impl Shared {
     pub(crate) fn register(&self, tick: u64, waker: &Waker) -> Filing {
         let index = self.home_shard();
         let shard = &self.shards[index];
-        let mut state = lock(&shard.state);
+        let mut state = shard.state.lock();
         if state.shutdown {
             return Filing::Shutdown;
         }
@@ -451,7 +445,7 @@ impl Shared {
     /// the shutdown.
     pub(crate) fn refile(&self, entry: EntryKey, tick: u64, now: u64) -> Filing {
         let (shard, key) = self.shard_of(entry);
-        let mut state = lock(&shard.state);
+        let mut state = shard.state.lock();
         if state.shutdown {
             shard.deadlines.set(key, SHUTDOWN);
             return Filing::Shutdown;
@@ -484,7 +478,7 @@ impl Shared {
     /// entry fired meanwhile (the waker is then not stored).
     pub(crate) fn update_waker(&self, entry: EntryKey, waker: &Waker) -> Filing {
         let (shard, key) = self.shard_of(entry);
-        let mut state = lock(&shard.state);
+        let mut state = shard.state.lock();
         if state.shutdown {
             return Filing::Shutdown;
         }
@@ -500,7 +494,7 @@ impl Shared {
     /// Removes entry `key` for good (its sleep is being dropped).
     pub(crate) fn deregister(&self, entry: EntryKey) {
         let (shard, key) = self.shard_of(entry);
-        let mut state = lock(&shard.state);
+        let mut state = shard.state.lock();
         // A sleep's entry is filed exactly while its word holds an ordinary
         // tick (shutdown unfiles all), so the count needs no look at it.
         let (slot, filed) = state.wheel.remove_filed(key);
@@ -533,11 +527,11 @@ impl Shared {
         } else {
             self.shards[1..]
                 .iter()
-                .map(|shard| lock(&shard.state).pending)
+                .map(|shard| shard.state.lock().pending)
                 .sum()
         };
         let shard = &self.shards[0];
-        let mut state = lock(&shard.state);
+        let mut state = shard.state.lock();
         if state.shutdown {
             return Err(Error::Shutdown);
         }
@@ -583,7 +577,7 @@ impl Shared {
         if task.state() != PENDING {
             return false;
         }
-        let mut state = lock(&self.shards[0].state);
+        let mut state = self.shards[0].state.lock();
         if task.state() != PENDING {
             // Found due, cancelled or handed back since we looked.
             return false;
@@ -602,7 +596,7 @@ impl Shared {
         let mut batch = Vec::with_capacity(WAKE_CHUNK);
         let mut ran = 0;
         loop {
-            let mut state = lock(&self.shards[0].state);
+            let mut state = self.shards[0].state.lock();
             if state.shutdown {
                 return false;
             }
@@ -678,7 +672,7 @@ impl Shared {
         let mut fired = 0;
         let mut steps = 0;
         loop {
-            let mut guard = lock(&shard.state);
+            let mut guard = shard.state.lock();
             if guard.shutdown {
                 return (fired, Flushed::Shutdown);
             }
@@ -792,7 +786,7 @@ impl Shared {
         self.is_shutdown.store(true, Ordering::Release);
         let mut unfired: Vec<Unfired> = Vec::new();
         for shard in self.shards.iter() {
-            let mut guard = lock(&shard.state);
+            let mut guard = shard.state.lock();
             let state = &mut *guard;
             state.shutdown = true;
             state.pending = 0;
@@ -916,7 +910,7 @@ impl Shared {
         }
         let mut next = None;
         for shard in self.shards.iter() {
-            next = earliest(next, lock(&shard.state).next);
+            next = earliest(next, shard.state.lock().next);
         }
         let next = {
             let mut control = lock(&self.control);
@@ -957,7 +951,7 @@ impl Shared {
 
     /// Whether callbacks found due wait for the driver task to run them.
     fn has_ready(&self) -> bool {
-        !lock(&self.shards[0].state).ready.is_empty()
+        !self.shards[0].state.lock().ready.is_empty()
     }
 
     /// Drops the driver's clock sleep (the timer has shut down).

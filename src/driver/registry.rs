@@ -4,7 +4,9 @@
 //! set-up, as tokio's do. The first call inside a runtime builds a timer with
 //! the default configuration and spawns its driver on that runtime; later
 //! calls find it again by the runtime's id. A per-thread cache makes the
-//! common case one thread-local read and one `Arc` clone.
+//! common case one thread-local read and usually no `Arc` clone: a sleep
+//! dropped on a thread hands its count on the timer back to that thread
+//! ([`recycle`]), for the thread's next sleep.
 //!
 //! A default timer lives as long as its driver task: when the runtime shuts
 //! down the task is dropped, which shuts the timer down, and the next lookup
@@ -22,8 +24,18 @@ use std::sync::Mutex;
 
 static DEFAULTS: Mutex<Vec<(RuntimeId, Weak<Shared>)>> = Mutex::new(Vec::new());
 
+/// A thread's cached default timer.
+#[derive(Debug)]
+struct Cached {
+    id: RuntimeId,
+    handle: Handle,
+    /// One more count on `handle`'s timer, given back by a sleep dropped on
+    /// this thread and handed to the thread's next sleep instead of a clone.
+    spare: Option<Handle>,
+}
+
 thread_local! {
-    static CACHED: RefCell<Option<(RuntimeId, Handle)>> = const { RefCell::new(None) };
+    static CACHED: RefCell<Option<Cached>> = const { RefCell::new(None) };
 }
 
 /// The default timer of the runtime this thread is in.
@@ -43,9 +55,9 @@ pub(crate) fn current() -> Handle {
     };
     let id = runtime.id();
     let cached = CACHED
-        .try_with(|cached| match &*cached.borrow() {
-            Some((cached_id, handle)) if *cached_id == id && !handle.shared.is_shutdown() => {
-                Some(handle.clone())
+        .try_with(|cached| match &mut *cached.try_borrow_mut().ok()? {
+            Some(cached) if cached.id == id && !cached.handle.shared.is_shutdown() => {
+                Some(cached.spare.take().unwrap_or_else(|| cached.handle.clone()))
             }
             _ => None,
         })
@@ -55,8 +67,45 @@ pub(crate) fn current() -> Handle {
         return handle;
     }
     let handle = find_or_start(&runtime, id);
-    let _ = CACHED.try_with(|cached| *cached.borrow_mut() = Some((id, handle.clone())));
+    let fresh = Cached {
+        id,
+        handle: handle.clone(),
+        spare: None,
+    };
+    // The entry replaced (another runtime's timer) is dropped after the
+    // borrow ends: dropping a timer drops wakers, which may run any code.
+    let old = CACHED
+        .try_with(|cached| Some(cached.try_borrow_mut().ok()?.replace(fresh)))
+        .ok()
+        .flatten();
+    drop(old);
     handle
+}
+
+/// Takes back the count a dropped sleep held on its timer: if that is this
+/// thread's cached default timer, and the cache has no spare yet, it becomes
+/// the spare that [`current`] hands to the thread's next sleep; otherwise it
+/// is dropped. The count is shared by every worker, so each clone and drop
+/// is an atomic operation on a cache line the workers fight over; recycled,
+/// a guard armed and dropped on one thread touches it not at all.
+pub(crate) fn recycle(handle: Handle) {
+    let unused = CACHED.try_with(|cached| {
+        let Ok(mut cached) = cached.try_borrow_mut() else {
+            return Some(handle);
+        };
+        match &mut *cached {
+            Some(cached)
+                if cached.spare.is_none() && Arc::ptr_eq(&cached.handle.shared, &handle.shared) =>
+            {
+                cached.spare = Some(handle);
+                None
+            }
+            _ => Some(handle),
+        }
+    });
+    // Dropped outside the borrow. (If the thread's storage is already gone,
+    // at thread exit, `try_with` has dropped the handle.)
+    drop(unused);
 }
 
 #[track_caller]

@@ -16,7 +16,7 @@ async fn flush_with_a_stale_now_terminates() {
     let (shared, driver) = Shared::new(Config::default(), Arc::new(crate::clock::TokioClock), None);
     let shard = &shared.shards[0];
     let key = {
-        let mut state = lock(&shard.state);
+        let mut state = shard.state.lock();
         assert_eq!(state.wheel.poll(10), None);
         // Due at 8: the wheel, at 10, puts it straight in the due list.
         let (key, _) = state.wheel.insert(8, Slot::Sleep(Waker::noop().clone()));
