@@ -397,14 +397,16 @@ fn busy_guard(imp: Imp) -> f64 {
 /// The rows of 1f: our guard and tokio's as in 1c, then what any guard of
 /// a relative timeout pays on this thread whatever the timer, each alone
 /// and summed in one loop body.
-const FLOOR_ROWS: [&str; 7] = [
+const FLOOR_ROWS: [&str; 9] = [
     "guard as in 1c (ours: our guard)",
     "a. clock read, tokio::time::Instant::now()",
     "b. runtime lookup, Handle::try_current() + drop",
     "c. uncontended Mutex<u64> lock, +1, unlock",
+    "s. uncontended spin lock (compare-and-swap, +1, store)",
     "d. Arc clone + drop",
-    "floor of today's design: a + b + 2c + d",
-    "floor of one lock, no count: a + b + c",
+    "floor of a std-mutex design with a count per guard: a + b + 2c + d",
+    "floor of ours (spin lock, count reused): a + b + 2s",
+    "floor of one spin lock, no count: a + b + s",
 ];
 
 /// 1f, the guard's floor: in 1c's busy server, the `ours` column holds our
@@ -432,6 +434,7 @@ fn guard_floor(imp: Imp) -> Option<Vec<f64>> {
 /// context. `black_box` keeps every read, lock and count.
 fn floor_components(n: u32) -> Vec<f64> {
     let lock = std::sync::Mutex::new(0u64);
+    let spin = (AtomicBool::new(false), std::cell::Cell::new(0u64));
     let count = Arc::new(0u64);
     let clock_read = || {
         black_box(tokio::time::Instant::now());
@@ -444,6 +447,16 @@ fn floor_components(n: u32) -> Vec<f64> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
     };
+    // The shards' lock: take with a compare-and-swap, release with a store.
+    let spin_round_trip = || {
+        let (locked, value) = black_box(&spin);
+        while locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {}
+        value.set(value.get() + 1);
+        locked.store(false, Ordering::Release);
+    };
     let count_round_trip = || {
         drop(black_box(Arc::clone(black_box(&count))));
     };
@@ -451,6 +464,7 @@ fn floor_components(n: u32) -> Vec<f64> {
         ns_per_iteration(n, clock_read),
         ns_per_iteration(n, runtime_lookup),
         ns_per_iteration(n, lock_round_trip),
+        ns_per_iteration(n, spin_round_trip),
         ns_per_iteration(n, count_round_trip),
         // In a guard's order: read the clock, find the runtime, take a
         // count on the timer, file under the lock, remove under it, let go.
@@ -467,7 +481,15 @@ fn floor_components(n: u32) -> Vec<f64> {
         ns_per_iteration(n, || {
             let now = black_box(tokio::time::Instant::now());
             let runtime = black_box(tokio::runtime::Handle::try_current());
-            lock_round_trip();
+            spin_round_trip();
+            spin_round_trip();
+            drop(runtime);
+            black_box(now);
+        }),
+        ns_per_iteration(n, || {
+            let now = black_box(tokio::time::Instant::now());
+            let runtime = black_box(tokio::runtime::Handle::try_current());
+            spin_round_trip();
             drop(runtime);
             black_box(now);
         }),
@@ -1123,7 +1145,11 @@ fn main() {
         let mut samples: Vec<Option<Vec<Vec<f64>>>> =
             vec![Some(vec![Vec::new(); w.metrics.len()]); impls.len()];
         for run in 0..w.runs {
-            for (k, &imp) in impls.iter().enumerate() {
+            // Each run starts with the next implementation, so that none
+            // always goes first (after another workload's heap, or first to
+            // grow this one's) or always follows the same peer.
+            let turns = (0..impls.len()).map(|i| (i + run) % impls.len());
+            for (k, imp) in turns.map(|k| (k, impls[k])) {
                 let Some(per_metric) = samples[k].as_mut() else {
                     continue;
                 };
