@@ -491,3 +491,56 @@ fn sleeps_on_a_thread_alternating_runtimes_stay_on_their_own_timers() {
         }
     }
 }
+
+/// A `Clock` is the caller's code: the timer never reads it while holding a
+/// shard's lock. This clock asks the timer how many timers are pending (which
+/// takes every shard's lock) each time it is read; read under a shard's lock,
+/// that would wait on the lock its own thread holds, for ever.
+#[test]
+fn a_clock_that_calls_back_into_its_timer_does_not_deadlock() {
+    use std::sync::{Arc, OnceLock};
+    use tiered_timer::clock::{Clock, ClockSleep, ManualClock};
+
+    #[derive(Debug)]
+    struct Curious {
+        inner: ManualClock,
+        timer: Arc<OnceLock<Handle>>,
+    }
+
+    impl Clock for Curious {
+        fn now(&self) -> Instant {
+            if let Some(timer) = self.timer.get() {
+                std::hint::black_box(timer.pending());
+            }
+            self.inner.now()
+        }
+
+        fn sleep_until(&self, deadline: Instant) -> ClockSleep {
+            self.inner.sleep_until(deadline)
+        }
+    }
+
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = current_thread();
+        rt.block_on(async {
+            let handle = Arc::new(OnceLock::new());
+            let inner = ManualClock::new();
+            let timer = Timer::builder()
+                .clock(Curious {
+                    inner: inner.clone(),
+                    timer: handle.clone(),
+                })
+                .build();
+            handle.set(timer.handle()).unwrap();
+            // The driver is not armed yet, so registering reads the clock.
+            let mut sleep = timer.handle().sleep(ms(5));
+            assert!(poll_once(&mut sleep).is_pending());
+            assert_eq!(timer.handle().pending(), 1);
+        });
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the timer read its clock while holding a shard's lock");
+}

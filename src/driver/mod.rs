@@ -393,13 +393,6 @@ impl Shared {
     pub(crate) fn register(&self, tick: u64, waker: &Waker) -> Filing {
         let index = self.home_shard();
         let shard = &self.shards[index];
-        let mut state = shard.state.lock();
-        if state.shutdown {
-            return Filing::Shutdown;
-        }
-        if tick <= state.wheel.elapsed() {
-            return Filing::Elapsed;
-        }
         // A deadline the wheel has not seen pass may still have passed: the
         // wheel's time only moves when something is due. If the driver is
         // armed for this tick or earlier, its turn comes no later than this
@@ -409,9 +402,19 @@ impl Shared {
         // driver idle, or armed later), ask the timer's own clock.
         // (`armed_at` may be stale; if it is too early, the entry still
         // tells the driver below, so it fires on the driver's next turn at
-        // the latest.)
-        if self.armed_at.load(Ordering::Relaxed) > tick {
-            let now = self.now_tick();
+        // the latest.) The clock and the waker's clone are the caller's
+        // code (a `Clock`, a waker's vtable): both run before the shard's
+        // spin lock is taken, never under it.
+        let now = (self.armed_at.load(Ordering::Relaxed) > tick).then(|| self.now_tick());
+        let waker = waker.clone();
+        let mut state = shard.state.lock();
+        if state.shutdown {
+            return Filing::Shutdown;
+        }
+        if tick <= state.wheel.elapsed() {
+            return Filing::Elapsed;
+        }
+        if let Some(now) = now {
             if tick <= now {
                 return Filing::Elapsed;
             }
@@ -422,7 +425,7 @@ impl Shared {
             // would wait for the driver's turn instead of completing at once.
             state.wheel.catch_up(now);
         }
-        let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(waker.clone()));
+        let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(waker));
         state.pending += 1;
         shard.deadlines.ensure(key);
         shard.deadlines.set(key, tick);
@@ -478,6 +481,8 @@ impl Shared {
     /// entry fired meanwhile (the waker is then not stored).
     pub(crate) fn update_waker(&self, entry: EntryKey, waker: &Waker) -> Filing {
         let (shard, key) = self.shard_of(entry);
+        // Cloned before the lock, as in `register`.
+        let waker = waker.clone();
         let mut state = shard.state.lock();
         if state.shutdown {
             return Filing::Shutdown;
@@ -485,7 +490,7 @@ impl Shared {
         if shard.deadlines.get(key) == FIRED {
             return Filing::Elapsed;
         }
-        let old = std::mem::replace(state.wheel.get_mut(key).waker(), waker.clone());
+        let old = std::mem::replace(state.wheel.get_mut(key).waker(), waker);
         drop(state);
         drop(old);
         Filing::Filed { key: entry }

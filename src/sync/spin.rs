@@ -19,9 +19,12 @@
 //! # Ground rules
 //!
 //! * Hold it for bounded work only: nothing that wakes a task, drops a
-//!   waker, runs user code or blocks. The driver bounds each hold of a big
-//!   flush ([`WAKE_CHUNK`](crate::driver) entries); sleeps and callbacks hold
-//!   it for one entry at a time.
+//!   waker, reads a [`Clock`](crate::clock::Clock) or blocks. The one piece
+//!   of others' code that runs under it is a waker's clone, when the driver
+//!   fires a sleep and keeps its waker (an atomic increment, for tokio's
+//!   wakers and any built on `Arc`). The driver bounds each hold of a big
+//!   flush (32 wakers, or a few dozen entries moved down); sleeps and
+//!   callbacks hold it for one entry at a time.
 //! * [`SpinLock::lock`] succeeds for one thread at a time: its
 //!   compare-and-swap takes `locked` from `false` to `true` with `Acquire`,
 //!   and the guard's drop stores `false` with `Release`, so everything a
