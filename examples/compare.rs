@@ -451,7 +451,7 @@ fn floor_components(n: u32) -> Vec<f64> {
     let spin_round_trip = || {
         let (locked, value) = black_box(&spin);
         while locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {}
         value.set(value.get() + 1);

@@ -19,23 +19,41 @@ pub use tokio::time::Instant;
 pub use std::time::Instant;
 
 thread_local! {
-    /// A number for this thread, handed out in turn (see [`home_index`]).
-    static THREAD_INDEX: usize = {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    };
+    /// This thread's home index (see [`home_index`]), chosen on first use.
+    static HOME_INDEX: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
 /// Which shard this thread's sleeps go to, before reducing modulo the shard
-/// count: a runtime worker's index (so worker `i` of an `n`-worker runtime
-/// has shard `i` to itself, whatever other threads came and went), else a
-/// number handed out to threads in turn.
+/// count. A multi-thread runtime's worker uses its index, which it keeps for
+/// life, so worker `i` of an `n`-worker runtime has shard `i` to itself
+/// whatever other threads came and went; any other thread (a current-thread
+/// runtime's, which tokio also calls worker 0, or one outside tokio) takes a
+/// number handed out in turn, so that thread-per-core runtimes sharing a
+/// timer spread over its shards too. Chosen once per thread.
 pub(crate) fn home_index() -> usize {
+    HOME_INDEX
+        .try_with(|home| {
+            home.get().unwrap_or_else(|| {
+                let index = choose_home_index();
+                home.set(Some(index));
+                index
+            })
+        })
+        .unwrap_or(0)
+}
+
+fn choose_home_index() -> usize {
     #[cfg(not(loom))]
     if let Some(index) = tokio::runtime::worker_index() {
-        return index;
+        let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if multi_thread {
+            return index;
+        }
     }
-    THREAD_INDEX.try_with(|index| *index).unwrap_or(0)
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A runtime able to run a timer's driver task.

@@ -43,6 +43,10 @@ impl<T> ShardLock<T> {
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         lock(&self.0)
     }
+
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        self.0.try_lock().ok()
+    }
 }
 
 // Not modelled: reference counts and one-time initialisation are std's own

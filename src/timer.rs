@@ -755,7 +755,7 @@ impl fmt::Debug for Handle {
         f.debug_struct("Handle")
             .field("tick", &config.tick)
             .field("wheel_size", &config.wheel_size)
-            .field("pending", &self.shared.pending())
+            .field("pending", &self.shared.try_pending())
             .field("is_shutdown", &self.shared.is_shutdown())
             .finish()
     }

@@ -544,3 +544,62 @@ fn a_clock_that_calls_back_into_its_timer_does_not_deadlock() {
         .recv_timeout(Duration::from_secs(10))
         .expect("the timer read its clock while holding a shard's lock");
 }
+
+/// A waker whose clone runs code of its own: here it formats the timer's
+/// handle, whose `Debug` reports the pending count. The driver clones a
+/// sleep's waker under the shard's lock, so that `Debug` must not wait for
+/// the lock (it did, and the thread hung for ever).
+#[test]
+fn a_waker_whose_clone_formats_the_timer_does_not_hang() {
+    use std::sync::OnceLock;
+    use std::task::{RawWaker, RawWakerVTable};
+    use tiered_timer::clock::ManualClock;
+
+    static TIMER: OnceLock<Handle> = OnceLock::new();
+    static FORMATTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+    fn clone(_: *const ()) -> RawWaker {
+        if let Some(timer) = TIMER.get() {
+            FORMATTED.lock().unwrap().push(format!("{timer:?}"));
+        }
+        RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = current_thread();
+        rt.block_on(async {
+            let clock = ManualClock::new();
+            let timer = Timer::builder().clock(clock.clone()).build();
+            TIMER.set(timer.handle()).unwrap();
+            // SAFETY: the vtable's functions ignore the data pointer, and
+            // every waker made from it is this same stateless waker.
+            let waker = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };
+            let mut sleep = timer.handle().sleep(ms(5));
+            let mut cx = Context::from_waker(&waker);
+            assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
+            // Let the driver arm its clock sleep; then the sleep is due, and
+            // the flush clones its waker under the shard's lock.
+            tokio::task::yield_now().await;
+            clock.advance(ms(5));
+            for _ in 0..100 {
+                if Pin::new(&mut sleep).poll(&mut cx).is_ready() {
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+            panic!("the sleep never fired");
+        });
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("formatting the timer under its own lock hung");
+    let formatted = FORMATTED.lock().unwrap();
+    assert!(
+        formatted.iter().any(|line| line.contains("pending: None")),
+        "the flush never cloned the waker under the lock: {formatted:?}"
+    );
+}

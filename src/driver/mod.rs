@@ -73,7 +73,7 @@ use crate::Instant;
 
 use self::deadlines::{DeadlineTable, Due, FIRED, SHUTDOWN};
 use self::jobs::{Job, ReadyQueue, Task, CANCELLED, EXPIRED, PENDING, UNFIRED};
-use self::ticks::{Ticks, MAX_TICK};
+use self::ticks::{earliest, Ticks, MAX_TICK};
 
 /// Most entries fired by the waker tokio calls, before it hands the rest to
 /// the driver task.
@@ -198,15 +198,6 @@ struct Control {
     /// Flushes run: the driver's turns (see [`crate::Stats`]).
     wakeups: u64,
     shutdown: bool,
-}
-
-/// The smaller of two optional ticks, `None` being "never".
-fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
 }
 
 /// A snapshot of a timer's counters.
@@ -359,6 +350,14 @@ impl Shared {
             .iter()
             .map(|shard| shard.state.lock().pending)
             .sum()
+    }
+
+    /// [`pending`](Self::pending) if no shard's lock is held right now; for
+    /// `Debug`, which may run under one (in a waker's clone) and must not
+    /// wait for it.
+    pub(crate) fn try_pending(&self) -> Option<usize> {
+        let count = |shard: &Shard| shard.state.try_lock().map(|state| state.pending);
+        self.shards.iter().map(count).sum()
     }
 
     /// The timer's counters, each shard's read under its lock.

@@ -39,3 +39,68 @@ async fn flush_with_a_stale_now_terminates() {
     assert_eq!(shard.deadlines.get(key), FIRED);
     assert_eq!(shared.pending(), 0);
 }
+
+/// Threads of separate current-thread runtimes (thread per core) sharing a
+/// timer spread over its shards: tokio calls each of them worker 0.
+#[test]
+fn thread_per_core_runtimes_spread_over_the_shards() {
+    let config = Config {
+        shards: 2,
+        ..Config::default()
+    };
+    let clock = Arc::new(crate::clock::ManualClock::new());
+    let (shared, _driver) = Shared::new(config, clock, None);
+    let shards: Vec<usize> = (0..2)
+        .map(|_| {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    assert_eq!(tokio::runtime::worker_index(), Some(0));
+                    match shared.register(1_000, Waker::noop()) {
+                        Filing::Filed { key } => unpack(key).0,
+                        other => panic!("not filed: {other:?}"),
+                    }
+                })
+            })
+            .join()
+            .unwrap()
+        })
+        .collect();
+    assert_ne!(shards[0], shards[1], "both threads filed into one shard");
+}
+
+/// A multi-thread runtime's workers each have their own shard.
+#[test]
+fn each_worker_of_a_runtime_has_its_own_shard() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let config = Config {
+        shards: 2,
+        ..Config::default()
+    };
+    let clock = Arc::new(crate::clock::ManualClock::new());
+    let (shared, _driver) = Shared::new(config, clock, None);
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Each worker files one entry, from a task that blocks it until both
+    // have, so that both workers take part.
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    for _ in 0..2 {
+        let (shared, tx, barrier) = (shared.clone(), tx.clone(), barrier.clone());
+        rt.spawn(async move {
+            let worker = tokio::runtime::worker_index().unwrap();
+            let Filing::Filed { key } = shared.register(1_000, Waker::noop()) else {
+                panic!("not filed");
+            };
+            tx.send((worker, unpack(key).0)).unwrap();
+            barrier.wait();
+        });
+    }
+    let mut filed: Vec<_> = (0..2).map(|_| rx.recv().unwrap()).collect();
+    filed.sort_unstable();
+    assert_eq!(filed, [(0, 0), (1, 1)]);
+}

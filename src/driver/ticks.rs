@@ -155,6 +155,15 @@ impl Ticks {
     }
 }
 
+/// The smaller of two optional ticks, `None` being "never".
+pub(crate) fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
