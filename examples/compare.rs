@@ -41,7 +41,10 @@
 //!   of 1f's components, default 1 000 000;
 //! - `COMPARE_BLOCKED_MS`: length of workload 7, default 3000;
 //! - `COMPARE_IMPLS`: a comma list restricting the implementations, e.g.
-//!   `ours,tokio`.
+//!   `ours,tokio`;
+//! - `COMPARE_WORKERS`: workers of every runtime, default 2 (4 on this
+//!   2-core machine oversubscribes it: a timer's lock holder can then be
+//!   preempted).
 //!
 //! Workloads 5 (idle) and 6 (memory) run each measurement in a fresh child
 //! process (this binary re-executed with a hidden argument): a peer's
@@ -154,9 +157,15 @@ fn boxed_sleep(imp: Imp, d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>
     }
 }
 
+/// Workers of the multi-thread runtimes: `COMPARE_WORKERS`, default 2
+/// (more than this machine's 2 cores to see an oversubscribed one).
+fn workers() -> usize {
+    env_or("COMPARE_WORKERS", 2)
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers())
         .enable_time()
         .build()
         .expect("tokio runtime")
@@ -171,7 +180,7 @@ fn runtime_for(imp: Imp) -> tokio::runtime::Runtime {
     #[cfg(tokio_unstable)]
     {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(workers())
             .enable_alt_timer()
             .build()
             .expect("tokio runtime")
@@ -184,7 +193,7 @@ fn runtime_for(imp: Imp) -> tokio::runtime::Runtime {
 /// as a server has: tokio then wakes its driver thread through an eventfd.
 fn server_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers())
         .enable_all()
         .build()
         .expect("tokio runtime")
