@@ -79,8 +79,9 @@
 //!   driver task how long to sleep, so nothing runs while nothing is due;
 //! * entries live in a slab: registering, cancelling and resetting are O(1)
 //!   and a timer costs no allocation of its own.
-//! * the entries are sharded per runtime worker, each shard with its own
-//!   lock, so workers do not contend; one driver serves all shards.
+//! * the entries are sharded per runtime worker, each shard behind its own
+//!   short-held spin lock, so workers rarely contend; one driver serves all
+//!   shards.
 //!
 //! The synchronous core lives in `src/wheel/` (it reads no clock and takes no
 //! lock); `src/driver/` runs it on tokio, through a [`clock::Clock`].
