@@ -71,6 +71,10 @@ pub type ClockSleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// ```
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// Returns the current time.
+    ///
+    /// The timer never calls it while holding one of its shards' locks, so
+    /// it may call back into its timer (`Handle::pending`, say). It is
+    /// called from whichever thread registers, resets or flushes.
     fn now(&self) -> Instant;
 
     /// Returns a future that completes once [`now`](Clock::now) has reached
