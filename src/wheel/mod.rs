@@ -272,10 +272,26 @@ impl<T> Wheel<T> {
     /// Returns its key and the tick at which it will next come out of the
     /// bucket queue (its bucket's start, or the current time if it is already
     /// due), so the caller can tell whether its sleep must be shortened.
+    ///
+    /// # Panics
+    ///
+    /// If the wheel already holds [`MAX_ENTRIES`](list::MAX_ENTRIES) - 1
+    /// entries (hundreds of gigabytes of timers).
     #[inline]
+    #[track_caller]
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> (Key, u64) {
-        let key = self.insert_unfiled(deadline, value);
-        let due_at = self.file(key);
+        self.check_room();
+        // Linked before it is in the slab, so the new entry is written
+        // once, whole, instead of looked up again for each field filing sets.
+        let key = self.entries.vacant_key();
+        let (links, place, due_at) = self.link(key, deadline);
+        let inserted = self.entries.insert(Entry {
+            value,
+            deadline,
+            links,
+            place,
+        });
+        debug_assert_eq!(inserted, key, "the slab fills its vacant key first");
         (key, due_at)
     }
 
@@ -286,19 +302,27 @@ impl<T> Wheel<T> {
     ///
     /// If the wheel already holds [`MAX_ENTRIES`](list::MAX_ENTRIES) - 1
     /// entries (hundreds of gigabytes of timers).
+    #[cfg(any(test, fuzzing))]
     #[track_caller]
     pub(crate) fn insert_unfiled(&mut self, deadline: u64, value: T) -> Key {
-        assert!(
-            self.entries.len() < list::MAX_ENTRIES - 1,
-            "tiered-timer: more than {} timers in one shard",
-            list::MAX_ENTRIES - 1
-        );
+        self.check_room();
         self.entries.insert(Entry {
             value,
             deadline,
             links: Links::UNLINKED,
             place: Place::UNFILED,
         })
+    }
+
+    /// Panics if the wheel cannot take one more entry (its links are 32 bits).
+    #[inline]
+    #[track_caller]
+    fn check_room(&self) {
+        assert!(
+            self.entries.len() < list::MAX_ENTRIES - 1,
+            "tiered-timer: more than {} timers in one shard",
+            list::MAX_ENTRIES - 1
+        );
     }
 
     /// The key the next insertion will get.
@@ -350,9 +374,28 @@ impl<T> Wheel<T> {
     /// As [`remove`](Self::remove), also saying whether the entry was
     /// filed (not handed out by a poll, nor unfiled).
     #[inline]
+    #[track_caller]
     pub(crate) fn remove_filed(&mut self, key: Key) -> (T, bool) {
-        let filed = self.unfile(key);
-        let value = self.entries.remove(key).value;
+        // Out of the slab first: its list only needs its neighbours
+        // rewritten, so the entry is looked up once.
+        let entry = self.entries.remove(key);
+        let filed = match Place::unpack(entry.place) {
+            Place::Unfiled => false,
+            Place::Due => {
+                self.due
+                    .unlink_neighbours(&mut self.entries, key, entry.links);
+                true
+            }
+            Place::Bucket(id) => {
+                // As in `unfile`: an emptied bucket stays in the queue.
+                let bucket = &mut self.levels[id.level as usize].buckets[id.slot as usize];
+                bucket
+                    .list
+                    .unlink_neighbours(&mut self.entries, key, entry.links);
+                true
+            }
+        };
+        let value = entry.value;
         if self.entries.is_empty() && self.entries.capacity() > SHRINK_ABOVE {
             // A burst is over: give its memory back. (While entries remain,
             // freed slots are reused, so a steady load does not grow.)
@@ -691,12 +734,25 @@ impl<T> Wheel<T> {
     /// of the queue: its bucket's start, or `elapsed` if it is already due.
     #[inline]
     fn file(&mut self, key: Key) -> u64 {
-        debug_assert_eq!(self.entries[key].place, Place::UNFILED);
         let deadline = self.entries[key].deadline;
+        debug_assert_eq!(self.entries[key].place, Place::UNFILED);
+        let (links, place, due_at) = self.link(key, deadline);
+        let entry = &mut self.entries[key];
+        entry.links = links;
+        entry.place = place;
+        due_at
+    }
+
+    /// Appends `key`, due at `deadline`, to the list it belongs in (the due
+    /// list, or its bucket, queuing the bucket if it was not), writing
+    /// nothing of `key`'s own: returns the links and the packed place the
+    /// entry must carry, and when it will come out of the queue (as
+    /// [`file`](Self::file)). `key` may be one about to be inserted.
+    #[inline]
+    fn link(&mut self, key: Key, deadline: u64) -> (Links, NonZeroU32, u64) {
         if deadline <= self.elapsed {
-            self.due.push_back(&mut self.entries, key);
-            self.entries[key].place = Place::DUE;
-            return self.elapsed;
+            let links = self.due.link_back(&mut self.entries, key);
+            return (links, Place::DUE, self.elapsed);
         }
         let level = self.level_for(deadline);
         let wheel = &mut self.levels[level];
@@ -712,7 +768,7 @@ impl<T> Wheel<T> {
             "filed into the bucket being drained"
         );
         let bucket = &mut wheel.buckets[slot];
-        bucket.list.push_back(&mut self.entries, key);
+        let links = bucket.list.link_back(&mut self.entries, key);
         if bucket.expiration != Some(start) {
             // The slot's previous rotation started before `elapsed`, so it
             // has been flushed (and its expiration cleared) already.
@@ -720,8 +776,7 @@ impl<T> Wheel<T> {
             bucket.expiration = Some(start);
             self.queue.push(start, id);
         }
-        self.entries[key].place = Place::Bucket(id).pack();
-        start
+        (links, Place::Bucket(id).pack(), start)
     }
 
     /// The finest level whose current rotation covers `deadline`, creating
