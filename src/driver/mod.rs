@@ -424,8 +424,7 @@ impl Shared {
         }
         let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(waker.clone()));
         state.pending += 1;
-        shard.deadlines.ensure(key);
-        shard.deadlines.set(key, tick);
+        shard.deadlines.init(key, tick);
         let tell = note_due_at(&mut state, due_at);
         drop(state);
         if tell {
@@ -558,8 +557,7 @@ impl Shared {
             state.wheel.catch_up(now);
             let (key, due_at) = state.wheel.insert(tick, Slot::Job(job));
             debug_assert_eq!(key, task.key);
-            shard.deadlines.ensure(key);
-            shard.deadlines.set(key, tick);
+            shard.deadlines.init(key, tick);
             if note_due_at(&mut state, due_at) {
                 tell = Some(due_at);
             }
