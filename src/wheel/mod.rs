@@ -144,8 +144,12 @@ pub(crate) struct Wheel<T> {
     wheel_size: u64,
     /// Entries moved from a coarse bucket into a finer one, ever.
     cascaded: u64,
-    /// `log2(wheel_size)` when the wheel size is a power of two.
-    size_bits: Option<u32>,
+    /// By `floor(log2(deadline - elapsed))`, the finest level that may
+    /// cover a deadline that far away (see [`lowest_level_for`]); all zero
+    /// unless the wheel size is a power of two.
+    ///
+    /// [`lowest_level_for`]: Wheel::lowest_level_for
+    lowest_by_log: [u8; 64],
     /// The coarse bucket being emptied into finer ones, a few entries per
     /// [`poll_step`](Wheel::poll_step), so that a bucket of a million
     /// entries never holds its caller (and its caller's lock) for long. Its
@@ -154,6 +158,19 @@ pub(crate) struct Wheel<T> {
     /// due within its span is filed in a finer level, as time is at its
     /// start).
     draining: Option<BucketId>,
+}
+
+/// [`Wheel::lowest_by_log`] for a wheel of `wheel_size` slots: entry `k`
+/// is `k / log2(wheel_size)` for a power of two, else 0.
+fn lowest_levels_by_log(wheel_size: u64) -> [u8; 64] {
+    let bits = wheel_size
+        .is_power_of_two()
+        .then(|| wheel_size.trailing_zeros());
+    std::array::from_fn(|log| match bits {
+        // `log < 64` and `bits >= 1`: fits a `u8`.
+        Some(bits) => (log as u32 / bits) as u8,
+        None => 0,
+    })
 }
 
 /// What one [`Wheel::poll_step`] did.
@@ -194,9 +211,7 @@ impl<T> Wheel<T> {
             elapsed: 0,
             wheel_size,
             cascaded: 0,
-            size_bits: wheel_size
-                .is_power_of_two()
-                .then(|| wheel_size.trailing_zeros()),
+            lowest_by_log: lowest_levels_by_log(wheel_size),
             draining: None,
         }
     }
@@ -797,20 +812,18 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// A level no finer than the one that covers `deadline`, found without
-    /// a search when the wheel size is a power of two: level `n` spans
-    /// `wheel_size^(n + 1)` ticks from a start at or before `elapsed`, so it
-    /// cannot cover a deadline `2^k` or more ticks away unless
-    /// `wheel_size^(n + 1) > 2^k`. Saves the registration path a walk up
-    /// from level 0.
+    /// A level no finer than the one that covers `deadline` (which is after
+    /// `elapsed`), found without a search when the wheel size is a power of
+    /// two: level `n` spans `wheel_size^(n + 1)` ticks from a start at or
+    /// before `elapsed`, so it cannot cover a deadline `2^k` or more ticks
+    /// away unless `wheel_size^(n + 1) > 2^k`. Saves the registration path a
+    /// walk up from level 0, and a table saves it the division.
+    #[inline]
     fn lowest_level_for(&self, deadline: u64) -> usize {
-        let (Some(bits), Some(delta)) = (self.size_bits, deadline.checked_sub(self.elapsed)) else {
-            return 0;
-        };
-        match delta.checked_ilog2() {
-            Some(log) => (log / bits) as usize,
-            None => 0,
-        }
+        debug_assert!(deadline > self.elapsed);
+        // `| 1`: a distance of 0 (never asked for) reads level 0, no panic.
+        let log = ((deadline - self.elapsed) | 1).ilog2();
+        usize::from(self.lowest_by_log[log as usize])
     }
 
     fn bucket_mut(&mut self, id: BucketId) -> &mut level::Bucket {
