@@ -292,7 +292,7 @@ impl<T> Wheel<T> {
     ///
     /// If the wheel already holds [`MAX_ENTRIES`](list::MAX_ENTRIES) - 1
     /// entries (hundreds of gigabytes of timers).
-    #[inline]
+    #[inline(always)]
     #[track_caller]
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> (Key, u64) {
         self.check_room();
@@ -388,7 +388,7 @@ impl<T> Wheel<T> {
 
     /// As [`remove`](Self::remove), also saying whether the entry was
     /// filed (not handed out by a poll, nor unfiled).
-    #[inline]
+    #[inline(always)]
     #[track_caller]
     pub(crate) fn remove_filed(&mut self, key: Key) -> (T, bool) {
         // Out of the slab first: its list only needs its neighbours
@@ -763,7 +763,7 @@ impl<T> Wheel<T> {
     /// nothing of `key`'s own: returns the links and the packed place the
     /// entry must carry, and when it will come out of the queue (as
     /// [`file`](Self::file)). `key` may be one about to be inserted.
-    #[inline]
+    #[inline(always)]
     fn link(&mut self, key: Key, deadline: u64) -> (Links, NonZeroU32, u64) {
         if deadline <= self.elapsed {
             let links = self.due.link_back(&mut self.entries, key);
@@ -796,19 +796,32 @@ impl<T> Wheel<T> {
 
     /// The finest level whose current rotation covers `deadline`, creating
     /// overflow levels as needed.
-    #[inline]
+    #[inline(always)]
     fn level_for(&mut self, deadline: u64) -> usize {
-        let mut index = self.lowest_level_for(deadline).min(self.levels.len());
-        loop {
-            if index == self.levels.len() {
-                let level = Level::new(index as u32, self.wheel_size)
-                    .expect("the level below covers every u64 deadline");
-                self.levels.push(level);
-            }
-            if self.levels[index].covers(self.elapsed, deadline) {
+        let mut index = self.lowest_level_for(deadline);
+        while let Some(level) = self.levels.get(index) {
+            if level.covers(self.elapsed, deadline) {
                 return index;
             }
             index += 1;
+        }
+        self.add_level_for(deadline)
+    }
+
+    /// Creates overflow levels until one covers `deadline` (none that
+    /// exists does); returns its index. Out of line: rare, and it keeps
+    /// the filing path short.
+    #[inline(never)]
+    fn add_level_for(&mut self, deadline: u64) -> usize {
+        loop {
+            let index = self.levels.len();
+            let level = Level::new(index as u32, self.wheel_size)
+                .expect("the level below covers every u64 deadline");
+            let covers = level.covers(self.elapsed, deadline);
+            self.levels.push(level);
+            if covers {
+                return index;
+            }
         }
     }
 
