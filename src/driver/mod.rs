@@ -390,6 +390,7 @@ impl Shared {
 
     /// Files a new entry due at `tick` that wakes `waker`, in this thread's
     /// shard, or reports that its deadline has already been reached.
+    #[inline]
     pub(crate) fn register(&self, tick: u64, waker: &Waker) -> Filing {
         let index = self.home_shard();
         let shard = &self.shards[index];
@@ -491,6 +492,7 @@ impl Shared {
     }
 
     /// Removes entry `key` for good (its sleep is being dropped).
+    #[inline]
     pub(crate) fn deregister(&self, entry: EntryKey) {
         let (shard, key) = self.shard_of(entry);
         let mut state = shard.state.lock();
