@@ -169,6 +169,7 @@ pub(crate) struct Coop {
 
 impl Coop {
     /// Marks the guarded poll as having made progress: the unit stays spent.
+    #[inline]
     pub(crate) fn made_progress(&self) {
         #[cfg(not(loom))]
         self.inner.made_progress();
@@ -177,6 +178,7 @@ impl Coop {
 
 /// Takes a unit of the current task's budget, or returns `Pending` (having
 /// arranged a wake-up) if it is exhausted.
+#[inline]
 pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<Coop> {
     #[cfg(not(loom))]
     {
@@ -190,6 +192,7 @@ pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<Coop> {
 }
 
 /// Whether the current task has budget left (always, outside tokio).
+#[inline]
 pub(crate) fn has_budget_remaining() -> bool {
     #[cfg(not(loom))]
     {

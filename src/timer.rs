@@ -433,6 +433,7 @@ impl Handle {
     /// the handle they looked up, and giving it to the sleep saves a
     /// reference-count round trip (two atomic operations on a counter all
     /// workers share) per sleep.
+    #[inline]
     pub(crate) fn into_sleep(self, duration: Duration) -> Sleep {
         // Like tokio's, the duration counts from the clock of the runtime
         // this runs in (the timer's own, unless runtimes are mixed).

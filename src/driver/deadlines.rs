@@ -56,28 +56,39 @@ impl DeadlineTable {
         }
     }
 
-    /// Makes sure `key` has a word. Called with the timer lock held, before
-    /// the key is handed to a sleep.
-    pub(crate) fn ensure(&self, key: usize) {
-        let (chunk, _) = locate(key);
+    /// Makes sure `key` has a word, and stores `value` in it: for a key
+    /// being handed out. Timer lock held.
+    #[inline]
+    pub(crate) fn init(&self, key: usize, value: u64) {
+        let (chunk, index) = locate(key);
+        let words = match self.chunks[chunk].get() {
+            Some(words) => words,
+            None => self.allocate(chunk),
+        };
+        words[index].store(value, Ordering::Release);
+    }
+
+    /// Allocates chunk `chunk` (the first key in it is being handed out).
+    #[cold]
+    fn allocate(&self, chunk: usize) -> &[AtomicU64] {
         self.chunks[chunk].get_or_init(|| {
-            // Not an ordinary tick until the key's first `set`.
+            // Not an ordinary tick until the key's `init`.
             (0..FIRST_CHUNK << chunk)
                 .map(|_| AtomicU64::new(FIRED))
                 .collect()
-        });
+        })
     }
 
     /// The word of `key`.
     ///
     /// # Panics
     ///
-    /// If `ensure(key)` never ran: a bug in this crate.
+    /// If `init(key, _)` never ran: a bug in this crate.
     pub(crate) fn word(&self, key: usize) -> &AtomicU64 {
         let (chunk, index) = locate(key);
         &self.chunks[chunk]
             .get()
-            .expect("deadline word used before ensure")[index]
+            .expect("deadline word used before init")[index]
     }
 
     /// Stores `value` for `key`. Timer lock held.
@@ -168,8 +179,7 @@ mod tests {
     #[test]
     fn extend_and_settle() {
         let table = DeadlineTable::new();
-        table.ensure(5);
-        table.set(5, 10);
+        table.init(5, 10);
         assert!(table.try_extend(5, 20));
         assert!(
             !table.try_extend(5, 15),

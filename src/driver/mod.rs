@@ -389,6 +389,7 @@ impl Shared {
 
     /// Files a new entry due at `tick` that wakes `waker`, in this thread's
     /// shard, or reports that its deadline has already been reached.
+    #[inline]
     pub(crate) fn register(&self, tick: u64, waker: &Waker) -> Filing {
         let index = self.home_shard();
         let shard = &self.shards[index];
@@ -403,9 +404,10 @@ impl Shared {
         // tells the driver below, so it fires on the driver's next turn at
         // the latest.) The clock and the waker's clone are the caller's
         // code (a `Clock`, a waker's vtable): both run before the shard's
-        // spin lock is taken, never under it.
+        // spin lock is taken, never under it (an early return drops the
+        // clone after the guard).
         let now = (self.armed_at.load(Ordering::Relaxed) > tick).then(|| self.now_tick());
-        let waker = waker.clone();
+        let slot = Slot::Sleep(waker.clone());
         let mut state = shard.state.lock();
         if state.shutdown {
             return Filing::Shutdown;
@@ -424,10 +426,9 @@ impl Shared {
             // would wait for the driver's turn instead of completing at once.
             state.wheel.catch_up(now);
         }
-        let (key, due_at) = state.wheel.insert(tick, Slot::Sleep(waker));
+        let (key, due_at) = state.wheel.insert(tick, slot);
         state.pending += 1;
-        shard.deadlines.ensure(key);
-        shard.deadlines.set(key, tick);
+        shard.deadlines.init(key, tick);
         let tell = note_due_at(&mut state, due_at);
         drop(state);
         if tell {
@@ -440,11 +441,10 @@ impl Shared {
 
     /// Files entry `key` again, at `tick`: the locked path of a reset (to an
     /// earlier deadline, or after the entry fired). `now` is the current
-    /// tick, read by the caller from the timer's clock; if the deadline
-    /// has been reached the entry is settled as fired.
-    /// An entry that fired kept its waker, which it wakes again. After
-    /// shutdown the entry is marked so that its owner's next poll reports
-    /// the shutdown.
+    /// tick, read by the caller from the timer's clock; if the deadline has
+    /// been reached the entry is settled as fired. An entry that fired kept
+    /// its waker, which it wakes again. After shutdown the entry is marked
+    /// so that its owner's next poll reports the shutdown.
     pub(crate) fn refile(&self, entry: EntryKey, tick: u64, now: u64) -> Filing {
         let (shard, key) = self.shard_of(entry);
         let mut state = shard.state.lock();
@@ -496,6 +496,7 @@ impl Shared {
     }
 
     /// Removes entry `key` for good (its sleep is being dropped).
+    #[inline]
     pub(crate) fn deregister(&self, entry: EntryKey) {
         let (shard, key) = self.shard_of(entry);
         let mut state = shard.state.lock();
@@ -524,8 +525,8 @@ impl Shared {
         let now = self.now_tick();
         // Sleeps in other shards count towards the capacity too. They are
         // never refused, so a count taken just before is as good as any;
-        // callbacks, all in shard 0, are counted under its lock. Without a
-        // capacity there is nothing to count.
+        // callbacks, all in shard 0, are counted under its lock. Without
+        // a capacity there is nothing to count.
         let elsewhere: usize = if self.config.max_pending == usize::MAX {
             0
         } else {
@@ -562,8 +563,7 @@ impl Shared {
             state.wheel.catch_up(now);
             let (key, due_at) = state.wheel.insert(tick, Slot::Job(job));
             debug_assert_eq!(key, task.key);
-            shard.deadlines.ensure(key);
-            shard.deadlines.set(key, tick);
+            shard.deadlines.init(key, tick);
             if note_due_at(&mut state, due_at) {
                 tell = Some(due_at);
             }

@@ -45,6 +45,7 @@ thread_local! {
 /// Outside a tokio runtime, or on one built without its time driver
 /// (`enable_time`). The panic reports the caller's location.
 #[track_caller]
+#[inline]
 pub(crate) fn current() -> Handle {
     let runtime = match Runtime::try_current() {
         Some(runtime) => runtime,
@@ -88,6 +89,7 @@ pub(crate) fn current() -> Handle {
 /// is dropped. The count is shared by every worker, so each clone and drop
 /// is an atomic operation on a cache line the workers fight over; recycled,
 /// a guard armed and dropped on one thread touches it not at all.
+#[inline]
 pub(crate) fn recycle(handle: Handle) {
     let unused = CACHED.try_with(|cached| {
         let Ok(mut cached) = cached.try_borrow_mut() else {

@@ -21,8 +21,7 @@ async fn flush_with_a_stale_now_terminates() {
         // Due at 8: the wheel, at 10, puts it straight in the due list.
         let (key, _) = state.wheel.insert(8, Slot::Sleep(Waker::noop().clone()));
         state.pending += 1;
-        shard.deadlines.ensure(key);
-        shard.deadlines.set(key, 8);
+        shard.deadlines.init(key, 8);
         key
     };
     let (tx, rx) = std::sync::mpsc::channel();

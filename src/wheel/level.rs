@@ -20,8 +20,10 @@ pub(super) struct Bucket {
 pub(super) struct Level {
     /// Width of one bucket, in base ticks.
     tick: u64,
-    /// Span of the whole wheel, in base ticks; `None` when it exceeds `u64`.
-    interval: Option<u64>,
+    /// Span of the whole wheel, in base ticks, minus one: the furthest a
+    /// deadline it covers lies from the rotation's start. `u64::MAX` when
+    /// the span exceeds `u64` (then every deadline is covered).
+    reach: u64,
     /// `log2(tick)` and `wheel_size - 1` when the wheel size is a power of
     /// two (the default 64 is), so that finding a slot takes shifts and
     /// masks instead of divisions: filing is on the registration path.
@@ -45,7 +47,9 @@ impl Level {
             .then(|| (tick.trailing_zeros(), wheel_size - 1));
         Some(Level {
             tick,
-            interval: tick.checked_mul(wheel_size),
+            reach: tick
+                .checked_mul(wheel_size)
+                .map_or(u64::MAX, |interval| interval - 1),
             pow2,
             buckets,
         })
@@ -55,12 +59,9 @@ impl Level {
     /// the wheel hierarchy's current time `elapsed` (`deadline >= elapsed`).
     pub(super) fn covers(&self, elapsed: u64, deadline: u64) -> bool {
         debug_assert!(deadline >= elapsed);
-        match self.interval {
-            // `start <= elapsed <= deadline`, so this cannot underflow, and
-            // comparing the difference avoids overflowing `start + interval`.
-            Some(interval) => deadline - self.rotation_start(elapsed) < interval,
-            None => true,
-        }
+        // `start <= elapsed <= deadline`, so this cannot underflow, and
+        // comparing the difference avoids overflowing `start + interval`.
+        deadline - self.rotation_start(elapsed) <= self.reach
     }
 
     /// The slot that holds `deadline` in this wheel.

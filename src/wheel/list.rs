@@ -91,14 +91,23 @@ impl List {
     /// Appends `key`, which must not be in any list.
     #[inline]
     pub(super) fn push_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: Link) {
+        entries[key].links = self.link_back(entries, key);
+    }
+
+    /// Appends `key`, which must not be in any list, writing only its
+    /// neighbour's links and the list's ends; returns the links `key`
+    /// must carry. `key` need not be in the slab yet: the wheel links a
+    /// new entry before inserting it, so the entry is written once.
+    #[inline]
+    pub(super) fn link_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: Link) -> Links {
         let old_tail = self.tail;
-        entries[key].links = Links::new(old_tail, NIL);
         if old_tail == NIL {
             self.head = key;
         } else {
             entries[old_tail].links.next = narrow(key);
         }
         self.tail = key;
+        Links::new(old_tail, NIL)
     }
 
     /// The first key, if any.
@@ -153,6 +162,20 @@ impl List {
     #[inline]
     pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, key: Link) {
         let links = entries[key].links;
+        self.unlink_neighbours(entries, key, links);
+        entries[key].links = Links::UNLINKED;
+    }
+
+    /// Removes `key`, whose links are `links`, from this list, writing only
+    /// its neighbours and the list's ends (for an entry already taken out of
+    /// the slab).
+    #[inline]
+    pub(super) fn unlink_neighbours<T>(
+        &mut self,
+        entries: &mut Slab<Entry<T>>,
+        key: Link,
+        links: Links,
+    ) {
         let (prev, next) = (links.prev(), links.next());
         if prev == NIL {
             debug_assert_eq!(self.head, key, "unlinking a key from the wrong list");
@@ -166,6 +189,5 @@ impl List {
         } else {
             entries[next].links.prev = narrow(prev);
         }
-        entries[key].links = Links::UNLINKED;
     }
 }

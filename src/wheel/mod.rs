@@ -144,8 +144,12 @@ pub(crate) struct Wheel<T> {
     wheel_size: u64,
     /// Entries moved from a coarse bucket into a finer one, ever.
     cascaded: u64,
-    /// `log2(wheel_size)` when the wheel size is a power of two.
-    size_bits: Option<u32>,
+    /// By `floor(log2(deadline - elapsed))`, the finest level that may
+    /// cover a deadline that far away (see [`lowest_level_for`]); all zero
+    /// unless the wheel size is a power of two.
+    ///
+    /// [`lowest_level_for`]: Wheel::lowest_level_for
+    lowest_by_log: [u8; 64],
     /// The coarse bucket being emptied into finer ones, a few entries per
     /// [`poll_step`](Wheel::poll_step), so that a bucket of a million
     /// entries never holds its caller (and its caller's lock) for long. Its
@@ -154,6 +158,19 @@ pub(crate) struct Wheel<T> {
     /// due within its span is filed in a finer level, as time is at its
     /// start).
     draining: Option<BucketId>,
+}
+
+/// [`Wheel::lowest_by_log`] for a wheel of `wheel_size` slots: entry `k`
+/// is `k / log2(wheel_size)` for a power of two, else 0.
+fn lowest_levels_by_log(wheel_size: u64) -> [u8; 64] {
+    let bits = wheel_size
+        .is_power_of_two()
+        .then(|| wheel_size.trailing_zeros());
+    std::array::from_fn(|log| match bits {
+        // `log < 64` and `bits >= 1`: fits a `u8`.
+        Some(bits) => (log as u32 / bits) as u8,
+        None => 0,
+    })
 }
 
 /// What one [`Wheel::poll_step`] did.
@@ -194,9 +211,7 @@ impl<T> Wheel<T> {
             elapsed: 0,
             wheel_size,
             cascaded: 0,
-            size_bits: wheel_size
-                .is_power_of_two()
-                .then(|| wheel_size.trailing_zeros()),
+            lowest_by_log: lowest_levels_by_log(wheel_size),
             draining: None,
         }
     }
@@ -272,10 +287,26 @@ impl<T> Wheel<T> {
     /// Returns its key and the tick at which it will next come out of the
     /// bucket queue (its bucket's start, or the current time if it is already
     /// due), so the caller can tell whether its sleep must be shortened.
-    #[inline]
+    ///
+    /// # Panics
+    ///
+    /// If the wheel already holds [`MAX_ENTRIES`](list::MAX_ENTRIES) - 1
+    /// entries (hundreds of gigabytes of timers).
+    #[inline(always)]
+    #[track_caller]
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> (Key, u64) {
-        let key = self.insert_unfiled(deadline, value);
-        let due_at = self.file(key);
+        self.check_room();
+        // Linked before it is in the slab, so the new entry is written
+        // once, whole, instead of looked up again for each field filing sets.
+        let key = self.entries.vacant_key();
+        let (links, place, due_at) = self.link(key, deadline);
+        let inserted = self.entries.insert(Entry {
+            value,
+            deadline,
+            links,
+            place,
+        });
+        debug_assert_eq!(inserted, key, "the slab fills its vacant key first");
         (key, due_at)
     }
 
@@ -286,19 +317,27 @@ impl<T> Wheel<T> {
     ///
     /// If the wheel already holds [`MAX_ENTRIES`](list::MAX_ENTRIES) - 1
     /// entries (hundreds of gigabytes of timers).
+    #[cfg(any(test, fuzzing))]
     #[track_caller]
     pub(crate) fn insert_unfiled(&mut self, deadline: u64, value: T) -> Key {
-        assert!(
-            self.entries.len() < list::MAX_ENTRIES - 1,
-            "tiered-timer: more than {} timers in one shard",
-            list::MAX_ENTRIES - 1
-        );
+        self.check_room();
         self.entries.insert(Entry {
             value,
             deadline,
             links: Links::UNLINKED,
             place: Place::UNFILED,
         })
+    }
+
+    /// Panics if the wheel cannot take one more entry (its links are 32 bits).
+    #[inline]
+    #[track_caller]
+    fn check_room(&self) {
+        assert!(
+            self.entries.len() < list::MAX_ENTRIES - 1,
+            "tiered-timer: more than {} timers in one shard",
+            list::MAX_ENTRIES - 1
+        );
     }
 
     /// The key the next insertion will get.
@@ -349,10 +388,29 @@ impl<T> Wheel<T> {
 
     /// As [`remove`](Self::remove), also saying whether the entry was
     /// filed (not handed out by a poll, nor unfiled).
-    #[inline]
+    #[inline(always)]
+    #[track_caller]
     pub(crate) fn remove_filed(&mut self, key: Key) -> (T, bool) {
-        let filed = self.unfile(key);
-        let value = self.entries.remove(key).value;
+        // Out of the slab first: its list only needs its neighbours
+        // rewritten, so the entry is looked up once.
+        let entry = self.entries.remove(key);
+        let filed = match Place::unpack(entry.place) {
+            Place::Unfiled => false,
+            Place::Due => {
+                self.due
+                    .unlink_neighbours(&mut self.entries, key, entry.links);
+                true
+            }
+            Place::Bucket(id) => {
+                // As in `unfile`: an emptied bucket stays in the queue.
+                let bucket = &mut self.levels[id.level as usize].buckets[id.slot as usize];
+                bucket
+                    .list
+                    .unlink_neighbours(&mut self.entries, key, entry.links);
+                true
+            }
+        };
+        let value = entry.value;
         if self.entries.is_empty() && self.entries.capacity() > SHRINK_ABOVE {
             // A burst is over: give its memory back. (While entries remain,
             // freed slots are reused, so a steady load does not grow.)
@@ -691,12 +749,25 @@ impl<T> Wheel<T> {
     /// of the queue: its bucket's start, or `elapsed` if it is already due.
     #[inline]
     fn file(&mut self, key: Key) -> u64 {
-        debug_assert_eq!(self.entries[key].place, Place::UNFILED);
         let deadline = self.entries[key].deadline;
+        debug_assert_eq!(self.entries[key].place, Place::UNFILED);
+        let (links, place, due_at) = self.link(key, deadline);
+        let entry = &mut self.entries[key];
+        entry.links = links;
+        entry.place = place;
+        due_at
+    }
+
+    /// Appends `key`, due at `deadline`, to the list it belongs in (the due
+    /// list, or its bucket, queuing the bucket if it was not), writing
+    /// nothing of `key`'s own: returns the links and the packed place the
+    /// entry must carry, and when it will come out of the queue (as
+    /// [`file`](Self::file)). `key` may be one about to be inserted.
+    #[inline(always)]
+    fn link(&mut self, key: Key, deadline: u64) -> (Links, NonZeroU32, u64) {
         if deadline <= self.elapsed {
-            self.due.push_back(&mut self.entries, key);
-            self.entries[key].place = Place::DUE;
-            return self.elapsed;
+            let links = self.due.link_back(&mut self.entries, key);
+            return (links, Place::DUE, self.elapsed);
         }
         let level = self.level_for(deadline);
         let wheel = &mut self.levels[level];
@@ -712,7 +783,7 @@ impl<T> Wheel<T> {
             "filed into the bucket being drained"
         );
         let bucket = &mut wheel.buckets[slot];
-        bucket.list.push_back(&mut self.entries, key);
+        let links = bucket.list.link_back(&mut self.entries, key);
         if bucket.expiration != Some(start) {
             // The slot's previous rotation started before `elapsed`, so it
             // has been flushed (and its expiration cleared) already.
@@ -720,42 +791,52 @@ impl<T> Wheel<T> {
             bucket.expiration = Some(start);
             self.queue.push(start, id);
         }
-        self.entries[key].place = Place::Bucket(id).pack();
-        start
+        (links, Place::Bucket(id).pack(), start)
     }
 
     /// The finest level whose current rotation covers `deadline`, creating
     /// overflow levels as needed.
-    #[inline]
+    #[inline(always)]
     fn level_for(&mut self, deadline: u64) -> usize {
-        let mut index = self.lowest_level_for(deadline).min(self.levels.len());
-        loop {
-            if index == self.levels.len() {
-                let level = Level::new(index as u32, self.wheel_size)
-                    .expect("the level below covers every u64 deadline");
-                self.levels.push(level);
-            }
-            if self.levels[index].covers(self.elapsed, deadline) {
+        let mut index = self.lowest_level_for(deadline);
+        while let Some(level) = self.levels.get(index) {
+            if level.covers(self.elapsed, deadline) {
                 return index;
             }
             index += 1;
         }
+        self.add_level_for(deadline)
     }
 
-    /// A level no finer than the one that covers `deadline`, found without
-    /// a search when the wheel size is a power of two: level `n` spans
-    /// `wheel_size^(n + 1)` ticks from a start at or before `elapsed`, so it
-    /// cannot cover a deadline `2^k` or more ticks away unless
-    /// `wheel_size^(n + 1) > 2^k`. Saves the registration path a walk up
-    /// from level 0.
-    fn lowest_level_for(&self, deadline: u64) -> usize {
-        let (Some(bits), Some(delta)) = (self.size_bits, deadline.checked_sub(self.elapsed)) else {
-            return 0;
-        };
-        match delta.checked_ilog2() {
-            Some(log) => (log / bits) as usize,
-            None => 0,
+    /// Creates overflow levels until one covers `deadline` (none that
+    /// exists does); returns its index. Out of line: rare, and it keeps
+    /// the filing path short.
+    #[inline(never)]
+    fn add_level_for(&mut self, deadline: u64) -> usize {
+        loop {
+            let index = self.levels.len();
+            let level = Level::new(index as u32, self.wheel_size)
+                .expect("the level below covers every u64 deadline");
+            let covers = level.covers(self.elapsed, deadline);
+            self.levels.push(level);
+            if covers {
+                return index;
+            }
         }
+    }
+
+    /// A level no finer than the one that covers `deadline` (which is after
+    /// `elapsed`), found without a search when the wheel size is a power of
+    /// two: level `n` spans `wheel_size^(n + 1)` ticks from a start at or
+    /// before `elapsed`, so it cannot cover a deadline `2^k` or more ticks
+    /// away unless `wheel_size^(n + 1) > 2^k`. Saves the registration path a
+    /// walk up from level 0, and a table saves it the division.
+    #[inline]
+    fn lowest_level_for(&self, deadline: u64) -> usize {
+        debug_assert!(deadline > self.elapsed);
+        // `| 1`: a distance of 0 (never asked for) reads level 0, no panic.
+        let log = ((deadline - self.elapsed) | 1).ilog2();
+        usize::from(self.lowest_by_log[log as usize])
     }
 
     fn bucket_mut(&mut self, id: BucketId) -> &mut level::Bucket {
