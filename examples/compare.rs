@@ -478,34 +478,27 @@ fn floor_components(n: u32) -> Vec<f64> {
         ns_per_iteration(n, lock_round_trip),
         ns_per_iteration(n, spin_round_trip),
         ns_per_iteration(n, count_round_trip),
-        // In a guard's order: read the clock, find the runtime, take a
-        // count on the timer, file under the lock, remove under it, let go.
+        // A std-mutex design takes a count on the timer as well.
         ns_per_iteration(n, || {
-            let now = black_box(tokio::time::Instant::now());
-            let runtime = black_box(tokio::runtime::Handle::try_current());
             let timer = black_box(Arc::clone(black_box(&count)));
-            lock_round_trip();
-            lock_round_trip();
+            fixed_costs(2, lock_round_trip);
             drop(timer);
-            drop(runtime);
-            black_box(now);
         }),
-        ns_per_iteration(n, || {
-            let now = black_box(tokio::time::Instant::now());
-            let runtime = black_box(tokio::runtime::Handle::try_current());
-            spin_round_trip();
-            spin_round_trip();
-            drop(runtime);
-            black_box(now);
-        }),
-        ns_per_iteration(n, || {
-            let now = black_box(tokio::time::Instant::now());
-            let runtime = black_box(tokio::runtime::Handle::try_current());
-            spin_round_trip();
-            drop(runtime);
-            black_box(now);
-        }),
+        ns_per_iteration(n, || fixed_costs(2, spin_round_trip)),
+        ns_per_iteration(n, || fixed_costs(1, spin_round_trip)),
     ]
+}
+
+/// What a guard pays whatever the timer, in its order: read the clock, find
+/// the runtime, `locks` round trips of `lock` (file, then remove), let go.
+fn fixed_costs(locks: u32, lock: impl Fn()) {
+    let now = black_box(tokio::time::Instant::now());
+    let runtime = black_box(tokio::runtime::Handle::try_current());
+    for _ in 0..locks {
+        lock();
+    }
+    drop(runtime);
+    black_box(now);
 }
 
 /// Calls `body` `n` times on this thread; ns per call.
