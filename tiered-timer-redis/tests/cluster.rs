@@ -6,7 +6,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use support::{deliver_all, RedisCluster};
+use support::{deliver_all, partitioned_cluster_queue, RedisCluster};
 use tiered_timer_redis::{JobId, Queue};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -14,14 +14,7 @@ const WAIT: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_queue_spreads_over_the_cluster_and_delivers_each_job_once() {
     let cluster = RedisCluster::start(3);
-    let connect = || {
-        Queue::builder(&cluster.url(), "orders")
-            .cluster()
-            .partitions(6)
-            .lease(Duration::from_secs(30))
-            .connect()
-    };
-    let producer = connect().await.unwrap();
+    let producer = partitioned_cluster_queue(&cluster).await;
     let mut ids = HashSet::new();
     for i in 0..60u64 {
         ids.insert(
@@ -58,7 +51,7 @@ async fn a_partitioned_queue_spreads_over_the_cluster_and_delivers_each_job_once
 
     let mut queues = Vec::new();
     for _ in 0..3 {
-        queues.push(connect().await.unwrap());
+        queues.push(partitioned_cluster_queue(&cluster).await);
     }
     let delivered = deliver_all(queues, ids.len(), WAIT).await;
     let unique: HashSet<JobId> = delivered.iter().cloned().collect();

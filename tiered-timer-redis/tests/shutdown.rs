@@ -6,7 +6,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::{queue, RedisCluster, RedisServer};
+use support::{partitioned_cluster_queue, queue, RedisCluster, RedisServer};
 use tiered_timer_redis::{Error, JobId, Queue};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -228,15 +228,8 @@ async fn shutdown_waits_for_jobs_in_hand_and_a_job_dropped_before_close_keeps_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_extend_and_close_work_on_a_partitioned_cluster_queue() {
     let cluster = RedisCluster::start(3);
-    let connect = || {
-        Queue::builder(&cluster.url(), "orders")
-            .cluster()
-            .partitions(6)
-            .lease(Duration::from_secs(30))
-            .connect()
-    };
-    let stopping = connect().await.unwrap();
-    let other = connect().await.unwrap();
+    let stopping = partitioned_cluster_queue(&cluster).await;
+    let other = partitioned_cluster_queue(&cluster).await;
     let mut ids = Vec::new();
     for i in 0..12 {
         ids.push(

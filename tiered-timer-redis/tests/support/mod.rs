@@ -306,3 +306,15 @@ pub async fn queue(
         .await
         .expect("connect")
 }
+
+/// The queue `orders` on `cluster`, in 6 partitions (spread over its
+/// masters) with a 30 s lease.
+pub async fn partitioned_cluster_queue(cluster: &RedisCluster) -> tiered_timer_redis::Queue {
+    tiered_timer_redis::Queue::builder(&cluster.url(), "orders")
+        .cluster()
+        .partitions(6)
+        .lease(Duration::from_secs(30))
+        .connect()
+        .await
+        .expect("connect")
+}
