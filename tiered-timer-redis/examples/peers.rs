@@ -266,6 +266,24 @@ impl Lateness {
     }
 }
 
+/// The end of every peer's lateness run: waits for the deliveries of `plan`
+/// (due times in µs) to the workers that record into `sink`, watching
+/// `watch`, until 10 s past the last due time at most, then stops the
+/// workers.
+async fn observe_plan(
+    watch: &[String],
+    plan: &[u64],
+    sink: &Deliveries,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+) -> Lateness {
+    let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
+    let lateness = observe(watch, sink, plan.len() as u64, until).await;
+    for worker in workers {
+        worker.abort();
+    }
+    lateness
+}
+
 /// Waits for a lateness run's deliveries (and 200 ms more, to catch a
 /// second delivery) while watching Redis (`INFO` on every node in `watch`,
 /// added up) and the host's stalls.
@@ -462,13 +480,7 @@ mod ours {
         check_scheduled_in_time("tiered-timer-redis", &plan);
         let sink = Arc::new(Deliveries::default());
         let handles = workers(url, name, cluster, partitions, scale.workers, sink.clone()).await;
-        let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
-        // A little longer, to catch a second delivery.
-        let l = observe(watch, &sink, plan.len() as u64, until).await;
-        for h in handles {
-            h.abort();
-        }
-        l
+        observe_plan(watch, &plan, &sink, handles).await
     }
 
     /// Jobs/s claimed and acked by the workers, all due at once.
@@ -606,12 +618,7 @@ mod rsmq {
         check_scheduled_in_time("rsmq_async", &plan);
         let sink = Arc::new(Deliveries::default());
         let handles = workers(url, scale.workers, scale.poll, sink.clone()).await;
-        let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
-        let l = observe(&[url.to_owned()], &sink, plan.len() as u64, until).await;
-        for h in handles {
-            h.abort();
-        }
-        l
+        observe_plan(&[url.to_owned()], &plan, &sink, handles).await
     }
 
     pub async fn schedule(url: &str, scale: &Scale) -> (f64, f64) {
@@ -708,12 +715,7 @@ mod apalis {
         check_scheduled_in_time("apalis-redis", &plan);
         let sink = Arc::new(Deliveries::default());
         let handles = workers(url, scale.workers, scale.poll, sink.clone()).await;
-        let until = Instant::now() + delay_until(*plan.last().unwrap()) + Duration::from_secs(10);
-        let l = observe(&[url.to_owned()], &sink, plan.len() as u64, until).await;
-        for h in handles {
-            h.abort();
-        }
-        l
+        observe_plan(&[url.to_owned()], &plan, &sink, handles).await
     }
 
     pub async fn schedule(url: &str, scale: &Scale) -> (f64, f64) {
