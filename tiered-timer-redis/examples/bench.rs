@@ -41,18 +41,6 @@ fn now_us() -> u64 {
         .as_micros() as u64
 }
 
-async fn commands_processed(conn: &mut MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_commands_processed:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap()
-}
-
 async fn delete_queue(conn: &mut MultiplexedConnection, name: &str) {
     let keys: Vec<String> = [
         "due", "leased", "dead", "payload", "attempt", "deadline", "token",
@@ -398,9 +386,9 @@ async fn idle(
         handles.push(tokio::spawn(async move { queue.next().await.map(|_| ()) }));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = commands_processed(conn).await;
+    let before = support::commands_processed(conn).await;
     tokio::time::sleep(window).await;
-    let ours = (commands_processed(conn).await - before - 1) as f64
+    let ours = (support::commands_processed(conn).await - before - 1) as f64
         / window.as_secs_f64()
         / workers as f64;
     for h in handles {
@@ -421,9 +409,9 @@ async fn idle(
         )));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = commands_processed(conn).await;
+    let before = support::commands_processed(conn).await;
     tokio::time::sleep(window).await;
-    let theirs = (commands_processed(conn).await - before - 1) as f64
+    let theirs = (support::commands_processed(conn).await - before - 1) as f64
         / window.as_secs_f64()
         / workers as f64;
     stop.store(true, Ordering::Relaxed);

@@ -24,20 +24,6 @@ const PENDING: usize = 100_000;
 const DEAD: usize = 1_000;
 const CALLS: usize = 500;
 
-async fn commands_processed(url: &str) -> u64 {
-    let client = redis::Client::open(url).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_commands_processed:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap()
-}
-
 /// A queue of `partitions` with [`PENDING`] jobs an hour out and [`DEAD`]
 /// dead letters.
 async fn filled_queue(url: &str, partitions: u32) -> Queue {
@@ -73,7 +59,10 @@ where
     for _ in 0..20 {
         call().await; // warm up: scripts loaded, connection hot
     }
-    let before = commands_processed(url).await;
+    // One connection for both reads: opening one sends commands of its own.
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let before = support::commands_processed(&mut conn).await;
     let mut took = Vec::with_capacity(CALLS);
     for _ in 0..CALLS {
         let start = Instant::now();
@@ -81,7 +70,8 @@ where
         took.push(start.elapsed());
     }
     // The INFO call itself counts as one command.
-    let commands = (commands_processed(url).await - before - 1) as f64 / CALLS as f64;
+    let commands =
+        (support::commands_processed(&mut conn).await - before - 1) as f64 / CALLS as f64;
     took.sort();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     (us(took[CALLS / 2]), us(took[CALLS * 99 / 100]), commands)

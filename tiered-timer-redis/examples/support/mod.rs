@@ -122,3 +122,17 @@ impl Cluster {
         self.nodes[0].url.clone()
     }
 }
+
+/// Redis' `total_commands_processed` (`INFO stats`; commands run inside a
+/// script count too). The `INFO` itself counts as one.
+pub async fn commands_processed(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
