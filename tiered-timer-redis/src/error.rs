@@ -73,8 +73,37 @@ pub enum Error {
         /// The timeout that ran out.
         after: Duration,
     },
-    /// Redis returned an error, or the connection failed.
+    /// Redis returned an error, or the connection failed (a refused
+    /// connection is reported at once, with the operating system's
+    /// reason).
     Redis(redis::RedisError),
+    /// The queue's partition count, recorded in Redis at its first
+    /// connect, is not the one this handle was built with
+    /// ([`Builder::partitions`](crate::Builder::partitions)): its jobs are
+    /// under other hash tags, and this handle would see none of them.
+    PartitionMismatch {
+        /// The queue.
+        queue: String,
+        /// The count recorded in Redis.
+        recorded: u32,
+        /// The count this handle was built with.
+        configured: u32,
+    },
+    /// A write ran on the master but `WAIT` counted fewer replicas than
+    /// [`Builder::replicas`](crate::Builder::replicas) asks for within the
+    /// replica timeout. The write is done as far as the master is
+    /// concerned; a failover before it reaches a replica may lose it (a
+    /// schedule may vanish, an ack may come back as a redelivery). A
+    /// claim that was not replicated is handed back at once, not
+    /// delivered.
+    NotReplicated {
+        /// How many replicas acknowledged the write.
+        replicas: u32,
+        /// How many were asked for.
+        wanted: u32,
+        /// How long `WAIT` waited.
+        within: Duration,
+    },
 }
 
 impl fmt::Display for Error {
@@ -107,6 +136,25 @@ impl fmt::Display for Error {
                 )
             }
             Error::Redis(error) => write!(f, "Redis error: {error}"),
+            Error::PartitionMismatch {
+                queue,
+                recorded,
+                configured,
+            } => write!(
+                f,
+                "queue {queue} has {recorded} partition(s) (recorded in Redis at its first connect), \
+                 but this handle was built with {configured}: use partitions({recorded}) \
+                 (ttr: --partitions {recorded})"
+            ),
+            Error::NotReplicated {
+                replicas,
+                wanted,
+                within,
+            } => write!(
+                f,
+                "the write reached {replicas} of {wanted} replica(s) within {within:?}: \
+                 it is on the master, but a failover may lose it"
+            ),
         }
     }
 }

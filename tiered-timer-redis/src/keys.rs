@@ -115,6 +115,39 @@ pub(crate) fn check_job_id(id: &str) -> Result<(), Error> {
     }
 }
 
+/// The queue's own settings, recorded at its first connect (a hash:
+/// `partitions` is the partition count every handle must use). Under the
+/// queue's first tag, so in a slot of the cluster like any other key.
+pub(crate) fn config_key(name: &str) -> String {
+    format!("ttr:{{{name}}}:config")
+}
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (or of
+/// the whole key without one) modulo 16384, as Redis computes it.
+#[allow(dead_code)] // for the waker (next commit)
+pub(crate) fn slot_of(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = match bytes.iter().position(|&b| b == b'{') {
+        Some(open) => match bytes[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+            _ => bytes,
+        },
+        None => bytes,
+    };
+    let mut crc: u16 = 0;
+    for &byte in hashed {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
 /// The partition of a job id: FNV-1a (stable across processes, versions
 /// and platforms, unlike std's hasher) modulo the partition count.
 pub(crate) fn partition_of(id: &str, partitions: u32) -> u32 {
@@ -157,6 +190,16 @@ mod tests {
         assert!(check_job_id("").is_err());
         assert!(check_job_id(&"x".repeat(513)).is_err());
         assert!(check_job_id("order-42").is_ok());
+    }
+
+    #[test]
+    fn slots_are_redis_cluster_slots() {
+        // Values from `CLUSTER KEYSLOT` of Redis 7.
+        assert_eq!(slot_of("foo"), 12182);
+        assert_eq!(slot_of("{user1000}.following"), slot_of("user1000"));
+        assert_eq!(slot_of("ttr:{orders}:due"), slot_of("orders"));
+        assert_eq!(slot_of("{}x"), slot_of("{}x")); // empty tag: the whole key
+        assert_ne!(slot_of("{}x"), slot_of(""));
     }
 
     #[test]

@@ -159,6 +159,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod conn;
 mod error;
 mod failure;
 // `bytes` and `utc` are for the `ttr` binary, which includes the file too.

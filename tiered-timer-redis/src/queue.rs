@@ -24,15 +24,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use redis::aio::ConnectionManager;
-use redis::cluster_async::ClusterConnection;
 use redis::{FromRedisValue, Script, Value};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
+use crate::conn::{Conn, Limits};
 use crate::error::Error;
 use crate::job::{Held, Job, JobId, LocalLease};
-use crate::keys::{check_job_id, check_queue_name, partition_of, Keys};
+use crate::keys::{check_job_id, check_queue_name, config_key, partition_of, Keys};
 use crate::scripts;
 use crate::wake::{Subscriber, Wake};
 
@@ -47,14 +46,6 @@ pub(crate) const CHUNK_JOBS: usize = 1_000;
 /// About the most payload bytes one batched schedule script takes: a
 /// chunk closes once it holds this much, however few jobs.
 const CHUNK_BYTES: usize = 4 << 20;
-
-/// The connection: one node through a reconnecting connection manager, or
-/// a cluster.
-#[derive(Clone)]
-enum Conn {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
 
 /// What one claim attempt found.
 enum Claim {
@@ -72,7 +63,6 @@ pub(crate) struct Inner {
     lease: Duration,
     pub(crate) max_attempts: u32,
     max_payload: usize,
-    command_timeout: Duration,
     /// Where the next claim round starts, so partitions take turns.
     next_partition: AtomicU32,
     wake: broadcast::Sender<Wake>,
@@ -149,6 +139,9 @@ pub struct Builder {
     max_attempts: u32,
     max_payload: usize,
     command_timeout: Duration,
+    health_check: Duration,
+    replicas: u32,
+    replica_timeout: Duration,
     partitions: u32,
     cluster: bool,
 }
@@ -176,9 +169,50 @@ impl Builder {
     }
 
     /// How long a call waits for Redis before it returns [`Error::Timeout`]
-    /// (also the connect timeout). Default 5 s.
+    /// (also the connect timeout: a refused connection is an error at
+    /// once, a silent one after this long). Default 5 s.
     pub fn command_timeout(mut self, timeout: Duration) -> Builder {
         self.command_timeout = timeout;
+        self
+    }
+
+    /// How soon a connection that stops answering (a NAT or load balancer
+    /// that dropped it, a dead host, a hung Redis: nothing that sends a
+    /// FIN or RST) is noticed, and replaced. Default 15 s; at least
+    /// 100 ms.
+    ///
+    /// A waiting worker's blocking call carries a reply deadline of this
+    /// long (Redis ends it a little earlier with an empty reply; no reply
+    /// by the deadline means the connection is dead), so an idle worker
+    /// sends one command per `health_check`. A command connection silent
+    /// for longer than this is pinged before it is used. Every connection
+    /// also has TCP keepalive probes after this much silence and a
+    /// `TCP_USER_TIMEOUT` of this long, for peers that vanish.
+    pub fn health_check(mut self, every: Duration) -> Builder {
+        self.health_check = every;
+        self
+    }
+
+    /// Waits after every write (schedule, claim, ack, retry, release,
+    /// extend, cancel, the operator's changes) until it reached `n`
+    /// replicas (`WAIT n`, on the same connection), and fails with
+    /// [`Error::NotReplicated`] if fewer acknowledged it within the
+    /// [replica timeout](Builder::replica_timeout). Default 0: no
+    /// waiting, and a failover may lose writes acknowledged by the master
+    /// shortly before it (Redis replicates asynchronously).
+    ///
+    /// Costs one more command and one replication round trip per write.
+    /// With `n` at least 1 and one replica per master, a write that
+    /// returned `Ok` survives the failover of its master to that replica.
+    pub fn replicas(mut self, n: u32) -> Builder {
+        self.replicas = n;
+        self
+    }
+
+    /// How long a write waits for its [replicas](Builder::replicas).
+    /// Default 1 s.
+    pub fn replica_timeout(mut self, timeout: Duration) -> Builder {
+        self.replica_timeout = timeout;
         self
     }
 
@@ -200,11 +234,17 @@ impl Builder {
 
     /// Checks the settings and connects.
     ///
+    /// On its first connect, a queue records its partition count in Redis;
+    /// every later handle must use the same.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidUrl`], [`Error::InvalidQueueName`] or
-    /// [`Error::InvalidConfig`] for bad settings; [`Error::Timeout`] or
-    /// [`Error::Redis`] if Redis cannot be reached.
+    /// [`Error::InvalidConfig`] for bad settings;
+    /// [`Error::PartitionMismatch`] if the queue was created with another
+    /// partition count; [`Error::Redis`] at once if the connection is
+    /// refused, [`Error::Timeout`] if Redis does not answer within the
+    /// command timeout.
     pub async fn connect(self) -> Result<Queue, Error> {
         check_queue_name(&self.name)?;
         if self.lease.is_zero() || millis_up(self.lease) > MAX_DEADLINE_MS {
@@ -227,32 +267,28 @@ impl Builder {
                 reason: "the command timeout must not be zero",
             });
         }
+        if self.health_check < Duration::from_millis(100) {
+            return Err(Error::InvalidConfig {
+                reason: "the health check interval must be at least 100 ms",
+            });
+        }
+        if self.replicas > 0 && self.replica_timeout.is_zero() {
+            return Err(Error::InvalidConfig {
+                reason: "the replica timeout must not be zero",
+            });
+        }
         let client = redis::Client::open(self.url.as_str()).map_err(|e| Error::InvalidUrl {
             reason: e.to_string(),
         })?;
         let timeout = self.command_timeout;
-        let conn = if self.cluster {
-            let cluster = redis::cluster::ClusterClient::builder(vec![self.url.as_str()])
-                .connection_timeout(timeout)
-                .response_timeout(timeout)
-                .build()
-                .map_err(|e| Error::InvalidUrl {
-                    reason: e.to_string(),
-                })?;
-            Conn::Cluster(with_timeout(timeout, cluster.get_async_connection()).await?)
-        } else {
-            let config = redis::aio::ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(timeout))
-                .set_response_timeout(Some(timeout))
-                .set_max_delay(Duration::from_secs(1));
-            Conn::Single(
-                with_timeout(
-                    timeout,
-                    ConnectionManager::new_with_config(client.clone(), config),
-                )
-                .await?,
-            )
+        let limits = Limits {
+            command_timeout: timeout,
+            health_check: self.health_check,
+            replicas: self.replicas,
+            replica_timeout: self.replica_timeout,
         };
+        let conn = Conn::open(&self.url, self.cluster, limits).await?;
+        check_partitions(&conn, &self.name, self.partitions).await?;
         let partitions: Vec<Keys> = (0..self.partitions)
             .map(|p| Keys::new(&self.name, p, self.partitions))
             .collect();
@@ -268,7 +304,6 @@ impl Builder {
                 lease: self.lease,
                 max_attempts: self.max_attempts,
                 max_payload: self.max_payload,
-                command_timeout: timeout,
                 next_partition: AtomicU32::new(0),
                 wake,
                 closed: AtomicBool::new(false),
@@ -300,6 +335,9 @@ impl Queue {
             max_attempts: 10,
             max_payload: 512 * 1024,
             command_timeout: Duration::from_secs(5),
+            health_check: Duration::from_secs(15),
+            replicas: 0,
+            replica_timeout: Duration::from_secs(1),
             partitions: 1,
             cluster: false,
         }
@@ -931,7 +969,7 @@ impl Inner {
         // delays from the first script's `TIME`; on a cluster, each
         // partition from its own node's (the clock that decides when its
         // jobs are due).
-        let one_clock = matches!(self.conn, Conn::Single(_));
+        let one_clock = self.conn.is_single();
         let mode = if delays { "d" } else { "a" };
         let mut base: Option<u64> = None;
         let mut written = 0;
@@ -1124,53 +1162,43 @@ impl Inner {
         Ok(done == 1)
     }
 
-    /// Runs a script on a partition's keys, within the command timeout.
+    /// Runs a script on a partition's keys, within the command timeout;
+    /// a write is followed by `WAIT` if the queue asks for replicas.
     pub(crate) async fn eval<T: FromRedisValue>(
         &self,
         script: &Script,
         keys: &Keys,
         args: Vec<Vec<u8>>,
     ) -> Result<T, Error> {
-        let mut invocation = script.prepare_invoke();
-        for key in &keys.ordered {
-            invocation.key(key);
-        }
-        for a in args {
-            invocation.arg(a);
-        }
-        let run = async {
-            match self.conn.clone() {
-                Conn::Single(mut conn) => invocation.invoke_async(&mut conn).await,
-                Conn::Cluster(mut conn) => invocation.invoke_async(&mut conn).await,
-            }
-        };
-        with_timeout(self.command_timeout, run).await
+        let write = !scripts::is_read_only(script);
+        self.conn.eval(script, &keys.ordered, args, write).await
     }
 
     /// Runs one plain command within the command timeout.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, Error> {
-        let run = async {
-            match self.conn.clone() {
-                Conn::Single(mut conn) => cmd.query_async(&mut conn).await,
-                Conn::Cluster(mut conn) => cmd.query_async(&mut conn).await,
-            }
-        };
-        with_timeout(self.command_timeout, run).await
+        self.conn.query(cmd).await
     }
 }
 
-/// Runs a Redis call within `timeout`. A timeout is [`Error::Timeout`]
-/// whether our timer or the `redis` crate's response timeout (set to the
-/// same value) noticed it first.
-async fn with_timeout<T>(
-    timeout: Duration,
-    future: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, Error> {
-    match tiered_timer::timeout(timeout, future).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) if error.is_timeout() => Err(Error::Timeout { after: timeout }),
-        Ok(Err(error)) => Err(Error::Redis(error)),
-        Err(_) => Err(Error::Timeout { after: timeout }),
+/// Records the queue's partition count at its first connect, or checks
+/// this handle's against the recorded one.
+async fn check_partitions(conn: &Conn, name: &str, partitions: u32) -> Result<(), Error> {
+    let recorded: u32 = conn
+        .eval(
+            &scripts::RECORD_PARTITIONS_SCRIPT,
+            &[config_key(name)],
+            vec![arg(&partitions.to_string())],
+            false,
+        )
+        .await?;
+    if recorded == partitions {
+        Ok(())
+    } else {
+        Err(Error::PartitionMismatch {
+            queue: name.to_owned(),
+            recorded,
+            configured: partitions,
+        })
     }
 }
 

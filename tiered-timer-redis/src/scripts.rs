@@ -181,3 +181,16 @@ pub(crate) static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[PUR
 pub(crate) static PURGE_ALL_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[PURGE_ALL]));
 pub(crate) static EXTEND_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[FENCE, EXTEND]));
 pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| script(&[FENCE, RELEASE]));
+
+/// Records a queue's partition count if none is recorded yet; returns the
+/// recorded count. KEYS: the queue's config hash. ARGV: the count. (No
+/// prelude: it needs no time and no partition keys.)
+pub(crate) static RECORD_PARTITIONS_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/record_partitions.lua")));
+
+/// Whether `script` only reads (no `WAIT` after it, even with replicas).
+pub(crate) fn is_read_only(script: &Script) -> bool {
+    [&*STATS_SCRIPT, &*DEAD_LIST_SCRIPT]
+        .iter()
+        .any(|read| read.get_hash() == script.get_hash())
+}

@@ -255,12 +255,15 @@ async fn stats_per_partition_and_requeue_all() {
         assert_eq!(cells.last().unwrap(), &p.dead.to_string(), "{row}");
     }
 
-    // Without --partitions the same name is another (empty) queue: say so.
+    // Without --partitions: the queue's recorded count is not 1, and the
+    // error says both numbers.
     let output = ttr(&["--url", &url, "stats", "mail"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert!(
-        stdout(&output).contains("pass the same N here"),
+        stderr(&output).contains("has 3 partition(s)")
+            && stderr(&output).contains("--partitions 3"),
         "{}",
-        stdout(&output)
+        stderr(&output)
     );
 
     let output = ttr(&["--url", &url, "--partitions=3", "requeue", "mail", "--all"]);

@@ -235,20 +235,9 @@ async fn run(args: Args) -> Result<(), Failure> {
     if args.cluster {
         builder = builder.cluster();
     }
-    // `connect` checks its input before it goes near Redis, so polled
-    // first it reports a bad queue name at once; meanwhile the probe
-    // reports a Redis that is not there at once, not after the timeout.
-    let connect = builder.connect();
-    tokio::pin!(connect);
-    let queue = tokio::select! {
-        biased;
-        queue = &mut connect => queue,
-        probed = probe(&args.url, args.timeout) => {
-            probed?;
-            connect.await
-        }
-    }
-    .map_err(|e| failure(&args.url, e))?;
+    // The library reports a refused connection at once and a silent one
+    // after the timeout, connecting included.
+    let queue = builder.connect().await.map_err(|e| failure(&args.url, e))?;
     let fail = |e| failure(&args.url, e);
     match args.command {
         Command::Help => {}
@@ -291,29 +280,6 @@ async fn run(args: Args) -> Result<(), Failure> {
         },
     }
     Ok(())
-}
-
-/// One PING on a plain connection, so that a Redis that is not there is
-/// reported at once, with the operating system's reason ("Connection
-/// refused"), rather than as the timeout of a connection that keeps
-/// retrying.
-async fn probe(url: &str, timeout: Duration) -> Result<(), Failure> {
-    let client = redis::Client::open(url)
-        .map_err(|e| Failure::Usage(format!("invalid Redis URL {url:?}: {e}")))?;
-    let ping = async {
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        redis::cmd("PING").query_async::<()>(&mut conn).await
-    };
-    match tokio::time::timeout(timeout, ping).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Failure::Runtime(format!(
-            "cannot reach Redis at {url}: {e}"
-        ))),
-        Err(_) => Err(Failure::Runtime(format!(
-            "cannot reach Redis at {url}: no answer within {}",
-            human::duration(timeout)
-        ))),
-    }
 }
 
 /// Bad input is a usage error; anything else means Redis.

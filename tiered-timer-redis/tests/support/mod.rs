@@ -187,6 +187,18 @@ impl RedisServer {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// How many keys hold jobs (as a string, like `DBSIZE` from
+    /// `redis-cli`): every key but the queues' `config` (the partition
+    /// count) and `marker` (the wake-up baton) ones, which outlive the
+    /// jobs.
+    pub fn job_keys(&self) -> String {
+        self.cli(&["KEYS", "*"])
+            .lines()
+            .filter(|key| !key.is_empty() && !key.ends_with(":config") && !key.ends_with(":marker"))
+            .count()
+            .to_string()
+    }
+
     /// Redis' `total_commands_processed` (`INFO stats`).
     pub fn commands_processed(&self) -> u64 {
         let info = self.cli(&["INFO", "stats"]);
@@ -317,4 +329,47 @@ pub async fn partitioned_cluster_queue(cluster: &RedisCluster) -> tiered_timer_r
         .connect()
         .await
         .expect("connect")
+}
+
+/// A TCP server that accepts connections and never answers (nor closes
+/// them): a Redis that hangs, or a host behind a black hole after the
+/// handshake. Stops listening when dropped.
+pub struct SilentServer {
+    pub port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SilentServer {
+    pub fn start() -> SilentServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((socket, _)) => held.push(socket),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        SilentServer { port, stop }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for SilentServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A port nobody listens on (bound, then let go).
+pub fn closed_port() -> u16 {
+    free_port()
 }

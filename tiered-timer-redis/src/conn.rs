@@ -1,0 +1,620 @@
+//! Connections to Redis: the command connection every call of a queue
+//! shares, and the dedicated connections the waker (`src/wake.rs`) blocks
+//! on.
+//!
+//! Ground rules:
+//!
+//! * Every call is bounded by the command timeout, measured by
+//!   `tiered-timer` around the whole call (connecting included). redis-rs'
+//!   own response timeout is off on single-node connections: its 500 ms
+//!   default would cut off slow calls and every blocking one.
+//! * A single-node connection that times out or fails with an I/O error is
+//!   dropped, and the next call opens a new one, once: there is no retry
+//!   loop inside a call, so a refused connection is reported at once with
+//!   its cause, and a silent one after the command timeout. (A cluster
+//!   connection reconnects by itself, node by node.)
+//! * Every TCP connection has `TCP_NODELAY`, keepalive probes after
+//!   `health_check` of silence and a `TCP_USER_TIMEOUT` of `health_check`:
+//!   a second line behind the waker's own checks, for peers that vanish
+//!   (a dead host answers no probe; a frozen proxy does, which is why the
+//!   first line is a reply deadline on every blocking call).
+//! * A connection that has received nothing for longer than
+//!   `health_check` is pinged (with a reply deadline of at most
+//!   `health_check`) before the next call uses it: a call sent into a link
+//!   that silently died could be run by Redis much later, when no one
+//!   listens for its reply.
+//! * With [`replicas(n)`](crate::Builder::replicas), every write script is
+//!   followed by `WAIT n timeout` in the same pipeline: on the same
+//!   connection on a single node, routed to the master of the script's
+//!   slot on a cluster. Read-only scripts (see [`crate::scripts`]) are not.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, FromRedisValue,
+    IntoConnectionInfo, Script, ServerErrorKind, Value,
+};
+use tokio::time::Instant;
+
+use crate::error::Error;
+
+/// The timing and durability settings every connection of a queue obeys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The most any call may take, connecting included.
+    pub(crate) command_timeout: Duration,
+    /// How long a connection may stay silent before it is checked.
+    pub(crate) health_check: Duration,
+    /// `WAIT` for this many replicas after each write (0: no `WAIT`).
+    pub(crate) replicas: u32,
+    /// The `WAIT` timeout.
+    pub(crate) replica_timeout: Duration,
+}
+
+/// The command connection: one node, or a cluster.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(Arc<Single>),
+    Cluster(Arc<Cluster>),
+}
+
+/// A single Redis, through one multiplexed connection that is replaced
+/// when it fails (see the ground rules).
+pub(crate) struct Single {
+    client: redis::Client,
+    config: AsyncConnectionConfig,
+    limits: Limits,
+    /// The connection in use and its generation (so that a call that saw
+    /// an old connection fail does not drop a newer one).
+    current: Mutex<Option<(u64, MultiplexedConnection)>>,
+    generation: AtomicU64,
+    /// Held while a new connection is opened, so that concurrent calls
+    /// open one, not one each.
+    connecting: tokio::sync::Mutex<()>,
+    /// When a reply last arrived (see [`Clock`]).
+    last_reply: Clock,
+}
+
+/// A Redis Cluster, through redis-rs' cluster connection, and what is
+/// needed to open connections to one node (for the waker).
+#[allow(dead_code)] // `seed` is for the waker's connections (next commit)
+pub(crate) struct Cluster {
+    conn: ClusterConnection,
+    /// The seed's connection settings, with its address replaced by a
+    /// node's for the waker's connections.
+    seed: ConnectionInfo,
+    limits: Limits,
+}
+
+/// An instant kept in an atomic, for "when did this connection last
+/// hear from Redis".
+pub(crate) struct Clock {
+    base: Instant,
+    micros: AtomicU64,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Clock {
+        Clock {
+            base: Instant::now(),
+            micros: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn touch(&self) {
+        let micros = self.base.elapsed().as_micros() as u64;
+        self.micros.fetch_max(micros, Ordering::Relaxed);
+    }
+
+    pub(crate) fn since(&self) -> Duration {
+        let last = Duration::from_micros(self.micros.load(Ordering::Relaxed));
+        self.base.elapsed().saturating_sub(last)
+    }
+}
+
+/// TCP settings for every connection: no Nagle delay, keepalive probes
+/// after `health_check` of silence (three, a third of it apart), and
+/// unacknowledged data given up on after `health_check`.
+fn tcp_settings(health_check: Duration) -> TcpSettings {
+    let interval = (health_check / 3).max(Duration::from_secs(1));
+    let keepalive = TcpKeepalive::new()
+        .with_time(health_check.max(Duration::from_secs(1)))
+        .with_interval(interval);
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "fuchsia"))]
+    let keepalive = keepalive.with_retries(3);
+    let settings = TcpSettings::default()
+        .set_nodelay(true)
+        .set_keepalive(keepalive);
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "fuchsia"))]
+    let settings = settings.set_user_timeout(health_check.max(Duration::from_secs(1)));
+    settings
+}
+
+/// The URL's connection settings with our TCP settings.
+fn connection_info(url: &str, limits: &Limits) -> Result<ConnectionInfo, Error> {
+    let info = url.into_connection_info().map_err(|e| Error::InvalidUrl {
+        reason: e.to_string(),
+    })?;
+    if let ConnectionAddr::TcpTls { .. } = info.addr() {
+        // Let redis-rs reject TLS itself if its TLS features are off.
+        if !info.addr().is_supported() {
+            return Err(Error::InvalidUrl {
+                reason: "TLS (rediss://) needs a TLS feature of the redis crate".to_owned(),
+            });
+        }
+    }
+    Ok(info.set_tcp_settings(tcp_settings(limits.health_check)))
+}
+
+/// Settings for a connection of ours: connect within the command timeout;
+/// no response timeout of redis-rs' own (we time every call ourselves).
+fn async_config(limits: &Limits) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(limits.command_timeout))
+        .set_response_timeout(None)
+}
+
+impl Conn {
+    /// Connects to the Redis (or the cluster seed) at `url`: once, within
+    /// the command timeout, reporting a refusal at once.
+    pub(crate) async fn open(url: &str, cluster: bool, limits: Limits) -> Result<Conn, Error> {
+        let info = connection_info(url, &limits)?;
+        if cluster {
+            let client = redis::cluster::ClusterClient::builder(vec![info.clone()])
+                .connection_timeout(limits.command_timeout)
+                .response_timeout(limits.command_timeout)
+                .overall_response_timeout(Some(limits.command_timeout))
+                // redis-rs waits at least 1.28 s between retries by default;
+                // a failover's MOVED or refused connection should cost less.
+                .min_retry_wait(20)
+                .max_retry_wait(500)
+                .retries(8)
+                .tcp_settings(tcp_settings(limits.health_check))
+                .build()
+                .map_err(|e| Error::InvalidUrl {
+                    reason: e.to_string(),
+                })?;
+            let conn = with_timeout(limits.command_timeout, client.get_async_connection()).await?;
+            Ok(Conn::Cluster(Arc::new(Cluster {
+                conn,
+                seed: info,
+                limits,
+            })))
+        } else {
+            let client = redis::Client::open(info).map_err(|e| Error::InvalidUrl {
+                reason: e.to_string(),
+            })?;
+            let single = Arc::new(Single {
+                client,
+                config: async_config(&limits),
+                limits,
+                current: Mutex::new(None),
+                generation: AtomicU64::new(0),
+                connecting: tokio::sync::Mutex::new(()),
+                last_reply: Clock::new(),
+            });
+            single.call(|_conn| async { Ok(()) }).await?;
+            Ok(Conn::Single(single))
+        }
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        match self {
+            Conn::Single(single) => single.limits,
+            Conn::Cluster(cluster) => cluster.limits,
+        }
+    }
+
+    /// Whether every partition shares one Redis (and so one clock).
+    pub(crate) fn is_single(&self) -> bool {
+        matches!(self, Conn::Single(_))
+    }
+
+    /// Runs a script on `keys` (the first decides the cluster slot),
+    /// followed by `WAIT` if `write` and the queue asks for replicas.
+    ///
+    /// # Errors
+    ///
+    /// As any call; [`Error::NotReplicated`] if `WAIT` counted fewer
+    /// replicas than asked (the script ran on the master: see there).
+    pub(crate) async fn eval<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: Vec<Vec<u8>>,
+        write: bool,
+    ) -> Result<T, Error> {
+        let (value, replicated) = self.eval_replicated(script, keys, args, write).await?;
+        replicated?;
+        Ok(value)
+    }
+
+    /// As [`eval`](Conn::eval), but a write that reached too few replicas
+    /// still returns the script's reply, with the `WAIT` verdict beside
+    /// it: a claim must hand back what it claimed.
+    pub(crate) async fn eval_replicated<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: Vec<Vec<u8>>,
+        write: bool,
+    ) -> Result<(T, Result<(), Error>), Error> {
+        let limits = self.limits();
+        let wait = write && limits.replicas > 0;
+        if !wait {
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(key);
+            }
+            for a in args {
+                invocation.arg(a);
+            }
+            let value = match self {
+                Conn::Single(single) => {
+                    single
+                        .call(|mut conn| async move { invocation.invoke_async(&mut conn).await })
+                        .await?
+                }
+                Conn::Cluster(cluster) => {
+                    let mut conn = cluster.conn.clone();
+                    with_timeout(limits.command_timeout, invocation.invoke_async(&mut conn)).await?
+                }
+            };
+            return Ok((value, Ok(())));
+        }
+        // EVALSHA and WAIT back to back, as one pipeline on one connection.
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(script.get_hash()).arg(keys.len()).arg(keys);
+        for a in &args {
+            evalsha.arg(a.as_slice());
+        }
+        let mut wait_cmd = redis::cmd("WAIT");
+        wait_cmd
+            .arg(limits.replicas)
+            .arg(limits.replica_timeout.as_millis() as u64);
+        let mut pipe = redis::pipe();
+        pipe.add_command(evalsha).add_command(wait_cmd);
+        let values = match self {
+            Conn::Single(single) => {
+                single
+                    .call(|mut conn| async move {
+                        let mut values = conn.req_packed_commands(&pipe, 0, 2).await?;
+                        if is_noscript(&values) {
+                            script.prepare_invoke().load_async(&mut conn).await?;
+                            values = conn.req_packed_commands(&pipe, 0, 2).await?;
+                        }
+                        Ok(values)
+                    })
+                    .await?
+            }
+            Conn::Cluster(cluster) => {
+                let mut conn = cluster.conn.clone();
+                let route = SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+                    &keys[0],
+                    SlotAddr::Master,
+                ));
+                let run = async {
+                    let mut values = conn
+                        .route_pipeline(pipe.clone(), 0, 2, route.clone())
+                        .await?;
+                    if is_noscript(&values) {
+                        script.prepare_invoke().load_async(&mut conn).await?;
+                        values = conn.route_pipeline(pipe.clone(), 0, 2, route).await?;
+                    }
+                    Ok(values)
+                };
+                with_timeout(limits.command_timeout, run).await?
+            }
+        };
+        let mut values = values.into_iter();
+        let value: T = from_value(values.next())?;
+        let acked: i64 = from_value(values.next())?;
+        let acked = u32::try_from(acked).unwrap_or(0);
+        let replicated = if acked >= limits.replicas {
+            Ok(())
+        } else {
+            Err(Error::NotReplicated {
+                replicas: acked,
+                wanted: limits.replicas,
+                within: limits.replica_timeout,
+            })
+        };
+        Ok((value, replicated))
+    }
+
+    /// Runs one plain command within the command timeout.
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, Error> {
+        match self {
+            Conn::Single(single) => {
+                single
+                    .call(|mut conn| async move { cmd.query_async(&mut conn).await })
+                    .await
+            }
+            Conn::Cluster(cluster) => {
+                let mut conn = cluster.conn.clone();
+                with_timeout(cluster.limits.command_timeout, cmd.query_async(&mut conn)).await
+            }
+        }
+    }
+}
+
+impl Single {
+    /// Runs `call` on the current connection (opening one if there is
+    /// none), within the command timeout; drops the connection if the
+    /// call timed out or failed for lack of it.
+    async fn call<T, F, Fut>(&self, call: F) -> Result<T, Error>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let timeout = self.limits.command_timeout;
+        let mut used = None;
+        let attempt = async {
+            let (generation, conn) = self.connection().await?;
+            used = Some(generation);
+            match call(conn).await {
+                Ok(value) => {
+                    self.last_reply.touch();
+                    Ok(value)
+                }
+                Err(error) => {
+                    if lost_connection(&error) {
+                        self.drop_connection(generation);
+                    } else {
+                        self.last_reply.touch(); // an error reply is a reply
+                    }
+                    Err(redis_error(error, timeout))
+                }
+            }
+        };
+        match tiered_timer::timeout(timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => {
+                if let Some(generation) = used {
+                    self.drop_connection(generation);
+                }
+                Err(Error::Timeout { after: timeout })
+            }
+        }
+    }
+
+    /// The connection to use: the current one, checked with a PING first
+    /// if it has been silent for longer than `health_check`; or a new one.
+    async fn connection(&self) -> Result<(u64, MultiplexedConnection), Error> {
+        let current = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some((generation, mut conn)) = current {
+            if self.last_reply.since() <= self.limits.health_check {
+                return Ok((generation, conn));
+            }
+            let deadline = self.limits.health_check.min(self.limits.command_timeout);
+            let ping = redis::cmd("PING");
+            if let Ok(Ok(())) =
+                tiered_timer::timeout(deadline, ping.query_async::<()>(&mut conn)).await
+            {
+                self.last_reply.touch();
+                return Ok((generation, conn));
+            }
+            tracing::info!(
+                silent = ?self.last_reply.since(),
+                "the command connection did not answer a health check; reconnecting"
+            );
+            self.drop_connection(generation);
+        }
+        let _one_at_a_time = self.connecting.lock().await;
+        if let Some(current) = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Ok(current);
+        }
+        let conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await
+            .map_err(|e| redis_error(e, self.limits.command_timeout))?;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some((generation, conn.clone()));
+        self.last_reply.touch();
+        Ok((generation, conn))
+    }
+
+    /// Forgets connection `generation` (if it is still the current one):
+    /// the next call opens a new one.
+    fn drop_connection(&self, generation: u64) {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(&*current, Some((g, _)) if *g == generation) {
+            *current = None;
+        }
+    }
+}
+
+#[allow(dead_code)] // for the waker (next commit)
+impl Conn {
+    /// Drops the single-node command connection, so that the next call
+    /// opens a new one: for when the path to Redis is in doubt (a blocking
+    /// connection to the same Redis stopped answering). A cluster
+    /// connection manages its node connections itself.
+    pub(crate) fn reset(&self) {
+        if let Conn::Single(single) = self {
+            let generation = single
+                .current
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map(|(g, _)| *g);
+            if let Some(generation) = generation {
+                single.drop_connection(generation);
+            }
+        }
+    }
+
+    /// Opens a connection of its own for blocking calls on `key`: to the
+    /// single Redis, or to the cluster master that holds `key`'s slot.
+    /// redis-rs' response timeout is off on it: the caller bounds every
+    /// call with a reply deadline of its own.
+    pub(crate) async fn blocking_connection(
+        &self,
+        key: &str,
+    ) -> Result<MultiplexedConnection, Error> {
+        let limits = self.limits();
+        let open = async {
+            let client = match self {
+                Conn::Single(single) => single.client.clone(),
+                Conn::Cluster(cluster) => {
+                    let (host, port) = cluster.master_of(crate::keys::slot_of(key)).await?;
+                    let mut addr = cluster.seed.addr().clone();
+                    match &mut addr {
+                        ConnectionAddr::Tcp(h, p) => {
+                            *h = host;
+                            *p = port;
+                        }
+                        ConnectionAddr::TcpTls {
+                            host: h, port: p, ..
+                        } => {
+                            *h = host;
+                            *p = port;
+                        }
+                        _ => {}
+                    }
+                    redis::Client::open(cluster.seed.clone().set_addr(addr))
+                        .map_err(|e| redis_error(e, limits.command_timeout))?
+                }
+            };
+            client
+                .get_multiplexed_async_connection_with_config(&async_config(&limits))
+                .await
+                .map_err(|e| redis_error(e, limits.command_timeout))
+        };
+        match tiered_timer::timeout(limits.command_timeout, open).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout {
+                after: limits.command_timeout,
+            }),
+        }
+    }
+}
+
+#[allow(dead_code)] // for the waker (next commit)
+impl Cluster {
+    /// The address of the master that serves `slot`, by `CLUSTER SLOTS`
+    /// asked of any master.
+    async fn master_of(&self, slot: u16) -> Result<(String, u16), Error> {
+        let mut conn = self.conn.clone();
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SLOTS");
+        let reply: Value = conn
+            .route_command(
+                cmd,
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+            )
+            .await?;
+        let Value::Array(ranges) = reply else {
+            return Err(unexpected("CLUSTER SLOTS"));
+        };
+        for range in ranges {
+            let Value::Array(fields) = range else {
+                continue;
+            };
+            let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
+                (fields.first(), fields.get(1), fields.get(2))
+            else {
+                continue;
+            };
+            if !(*start..=*end).contains(&i64::from(slot)) {
+                continue;
+            }
+            let host = match master.first() {
+                Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+                Some(Value::SimpleString(text)) => text.clone(),
+                _ => String::new(),
+            };
+            let Some(Value::Int(port)) = master.get(1) else {
+                return Err(unexpected("CLUSTER SLOTS"));
+            };
+            // An empty host means "the node you asked": use the seed's.
+            let host = if host.is_empty() {
+                match self.seed.addr() {
+                    ConnectionAddr::Tcp(h, _) | ConnectionAddr::TcpTls { host: h, .. } => h.clone(),
+                    _ => host,
+                }
+            } else {
+                host
+            };
+            let port = u16::try_from(*port).map_err(|_| unexpected("CLUSTER SLOTS"))?;
+            return Ok((host, port));
+        }
+        Err(Error::Redis(redis::RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ClusterDown),
+            "no master serves the slot",
+            slot.to_string(),
+        ))))
+    }
+}
+
+/// One reply of a pipeline as `T` (an error reply is an error).
+fn from_value<T: FromRedisValue>(value: Option<Value>) -> Result<T, Error> {
+    let value = match value.unwrap_or(Value::Nil) {
+        Value::ServerError(error) => return Err(Error::Redis(error.into())),
+        value => value,
+    };
+    redis::from_redis_value(value).map_err(|e| Error::Redis(e.into()))
+}
+
+/// Whether a pipeline's first reply is a `NOSCRIPT` error.
+fn is_noscript(values: &[Value]) -> bool {
+    matches!(values.first(), Some(Value::ServerError(error))
+        if redis::RedisError::from(error.clone()).kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+}
+
+/// Whether an error means the connection is gone or in doubt (so the
+/// next call should open a new one), as opposed to an error reply.
+fn lost_connection(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_timeout()
+        || error.is_unrecoverable_error()
+}
+
+/// Our error for a redis-rs error: its own timeouts are ours.
+fn redis_error(error: redis::RedisError, timeout: Duration) -> Error {
+    if error.is_timeout() {
+        Error::Timeout { after: timeout }
+    } else {
+        Error::Redis(error)
+    }
+}
+
+#[allow(dead_code)] // for the waker (next commit)
+fn unexpected(what: &str) -> Error {
+    Error::Redis(redis::RedisError::from((
+        ErrorKind::UnexpectedReturnType,
+        "unexpected reply",
+        what.to_owned(),
+    )))
+}
+
+/// Runs a Redis call within `timeout`. A timeout is [`Error::Timeout`]
+/// whether our timer or the `redis` crate's response timeout noticed it
+/// first.
+pub(crate) async fn with_timeout<T>(
+    timeout: Duration,
+    future: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, Error> {
+    match tiered_timer::timeout(timeout, future).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(redis_error(error, timeout)),
+        Err(_) => Err(Error::Timeout { after: timeout }),
+    }
+}
