@@ -352,11 +352,7 @@ impl Queue {
         let keys = self.inner.keys_of(id);
         let moved: i64 = self
             .inner
-            .eval(
-                &scripts::REQUEUE_SCRIPT,
-                keys,
-                vec![arg(id.as_str()), arg(&keys.channel)],
-            )
+            .eval(&scripts::REQUEUE_SCRIPT, keys, vec![arg(id.as_str())])
             .await?;
         Ok(moved == 1)
     }
@@ -383,8 +379,8 @@ impl Queue {
     /// # }
     /// ```
     pub async fn requeue_all(&self) -> Result<u64, Error> {
-        self.in_batches(&scripts::REQUEUE_ALL_SCRIPT, |keys| {
-            vec![arg(&keys.channel), arg(&BATCH.to_string())]
+        self.in_batches(&scripts::REQUEUE_ALL_SCRIPT, |_| {
+            vec![arg(&BATCH.to_string())]
         })
         .await
     }

@@ -83,7 +83,6 @@ pub(crate) struct Single {
 
 /// A Redis Cluster, through redis-rs' cluster connection, and what is
 /// needed to open connections to one node (for the waker).
-#[allow(dead_code)] // `seed` is for the waker's connections (next commit)
 pub(crate) struct Cluster {
     conn: ClusterConnection,
     /// The seed's connection settings, with its address replaced by a
@@ -440,7 +439,6 @@ impl Single {
     }
 }
 
-#[allow(dead_code)] // for the waker (next commit)
 impl Conn {
     /// Drops the single-node command connection, so that the next call
     /// opens a new one: for when the path to Redis is in doubt (a blocking
@@ -506,7 +504,6 @@ impl Conn {
     }
 }
 
-#[allow(dead_code)] // for the waker (next commit)
 impl Cluster {
     /// The address of the master that serves `slot`, by `CLUSTER SLOTS`
     /// asked of any master.
@@ -596,7 +593,6 @@ fn redis_error(error: redis::RedisError, timeout: Duration) -> Error {
     }
 }
 
-#[allow(dead_code)] // for the waker (next commit)
 fn unexpected(what: &str) -> Error {
     Error::Redis(redis::RedisError::from((
         ErrorKind::UnexpectedReturnType,

@@ -256,7 +256,6 @@ impl Inner {
                 arg(action),
                 arg(&delay.to_string()),
                 arg(&self.max_attempts.to_string()),
-                arg(&keys.channel),
                 reason.into_bytes(),
             ],
         )

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::queue::{millis_up, Inner, MAX_DEADLINE_MS};
+use crate::wake::Claimed;
 
 /// A job's id: a string, unique within its queue.
 ///
@@ -166,6 +167,45 @@ impl fmt::Debug for Job {
 }
 
 impl Job {
+    /// A claimed job as a `Job` of `inner` (counted as held).
+    pub(crate) fn from_claimed(inner: &Arc<Inner>, claimed: Claimed) -> Job {
+        Job {
+            inner: Arc::clone(inner),
+            partition: claimed.partition,
+            id: claimed.id,
+            payload: claimed.payload,
+            deadline_ms: claimed.deadline_ms,
+            attempt: claimed.attempt,
+            token: claimed.token,
+            lease: claimed.lease,
+            local_lease: Mutex::new(LocalLease {
+                sent: claimed.sent,
+                length: claimed.lease,
+            }),
+            held: Some(Held::new(inner)),
+            finished: false,
+        }
+    }
+
+    /// A claimed job handed to a worker, with its `tracing` event.
+    pub(crate) fn handed_out(inner: &Arc<Inner>, claimed: Claimed) -> Job {
+        let (expired, partition) = (claimed.expired, claimed.partition);
+        let job = Job::from_claimed(inner, claimed);
+        if expired {
+            tracing::warn!(queue = inner.name(), job = %job.id, attempt = job.attempt, partition, "job redelivered: its last lease ran out before an ack");
+        } else {
+            tracing::debug!(queue = inner.name(), job = %job.id, attempt = job.attempt, partition, "job claimed");
+        }
+        job
+    }
+
+    /// Whether the lease has run out by the local estimate (which is never
+    /// later than Redis' expiry).
+    fn lease_ran_out(&self) -> bool {
+        let lease = *self.local_lease.lock().unwrap_or_else(|e| e.into_inner());
+        Instant::now() >= lease.expires_by()
+    }
+
     /// The job's id.
     pub fn id(&self) -> &JobId {
         &self.id
@@ -208,12 +248,22 @@ impl Job {
     /// Marks the job done: it is removed for good and never delivered
     /// again.
     ///
+    /// An ack is one script fenced by the lease's token: it succeeds if no
+    /// other delivery has claimed the job since. It is not sent at all
+    /// once the lease ran out by the local estimate (the instant the claim
+    /// or last renewal was sent, plus the lease: never later than Redis'
+    /// expiry); an ack sent just before that and arriving just after
+    /// still succeeds if nobody took the job meanwhile, which is safe.
+    ///
     /// # Errors
     ///
-    /// [`Error::LeaseExpired`] if the lease ran out before Redis ran the
-    /// ack (the job is left as it is: due again, or already redelivered to
-    /// another worker); [`Error::Timeout`] or [`Error::Redis`] if Redis
-    /// could not be reached.
+    /// [`Error::LeaseExpired`] if the lease ran out first (the job is left
+    /// as it is: due again, or already redelivered to another worker);
+    /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
+    /// reached; [`Error::NotReplicated`] with
+    /// [`replicas`](crate::Builder::replicas) if the ack did not reach
+    /// them (it is done on the master; a failover may bring the job back
+    /// as a redelivery).
     ///
     /// # Examples
     ///
@@ -228,13 +278,97 @@ impl Job {
     /// # }
     /// ```
     pub async fn ack(mut self) -> Result<(), Error> {
-        let done = self
-            .inner
-            .ack(self.partition, &self.id, &self.token)
-            .await?;
+        if self.lease_ran_out() {
+            self.finished = true;
+            return self.lost("ack");
+        }
+        let done = self.inner.ack(self.partition, &self.id, &self.token).await;
         self.finished = true;
+        let done = done?;
         if done {
             tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
+            Ok(())
+        } else {
+            self.lost("ack")
+        }
+    }
+
+    /// Acks this job and claims the next due job of its partition in the
+    /// same round trip; if none is due, waits for one as
+    /// [`Queue::next`](crate::Queue::next) does (on any partition).
+    ///
+    /// The claim in the ack's round trip uses this process' wake-up baton
+    /// for the partition if it holds a due one; without it, it takes a job
+    /// only if more than one is due (the baton's holder takes the first).
+    /// With [`prefetch`](crate::Builder::prefetch), it claims that many
+    /// more, for the next calls.
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Job::ack) (nothing is claimed if the ack fails), then as
+    /// [`Queue::next`](crate::Queue::next).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_redis::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let mut job = queue.next().await?;
+    /// loop {
+    ///     // ... work on the job ...
+    ///     job = job.ack_and_next().await?;
+    /// }
+    /// # }
+    /// ```
+    pub async fn ack_and_next(mut self) -> Result<Job, Error> {
+        if self.lease_ran_out() {
+            self.finished = true;
+            return self.lost("ack");
+        }
+        if self.inner.is_closed() {
+            self.ack_quietly().await?;
+            return Err(Error::Closed);
+        }
+        let outcome = self
+            .inner
+            .wake
+            .claim_now(self.partition, (self.id.clone(), self.token.clone()))
+            .await;
+        self.finished = true;
+        let outcome = outcome?;
+        if outcome.acked == Some(false) {
+            return self.lost("ack");
+        }
+        tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
+        if let Err(error) = outcome.replicated {
+            // The ack and the claim ran on the master only: the claimed
+            // jobs are handed back by dropping them after their release.
+            for claimed in outcome.jobs {
+                let _ = Job::from_claimed(&self.inner, claimed).release().await;
+            }
+            return Err(error);
+        }
+        let mut jobs = outcome.jobs.into_iter();
+        match jobs.next() {
+            Some(first) => {
+                self.inner.wake.absorb(jobs.collect());
+                Ok(Job::handed_out(&self.inner, first))
+            }
+            None => {
+                let queue = crate::Queue {
+                    inner: Arc::clone(&self.inner),
+                };
+                queue.next().await
+            }
+        }
+    }
+
+    /// Acks without the "acked" event's caller context (for a closed
+    /// queue's `ack_and_next`).
+    async fn ack_quietly(&mut self) -> Result<(), Error> {
+        let done = self.inner.ack(self.partition, &self.id, &self.token).await;
+        self.finished = true;
+        if done? {
             Ok(())
         } else {
             self.lost("ack")
@@ -288,7 +422,7 @@ impl Job {
     ///
     /// This is for a worker that stops before finishing (a deploy, a
     /// shutdown): another worker gets the job at once instead of after the
-    /// lease. Waiting workers are woken by the queue's pub/sub channel. A
+    /// lease (one waiting worker is woken for it). A
     /// job that fails should use [`retry_after`](Job::retry_after), which
     /// counts the attempt, so a job that always fails ends in the dead
     /// letters.

@@ -11,15 +11,19 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `ttr:T:due` | sorted set | waiting jobs, scored by due time (ms since the Unix epoch, Redis' clock) |
-//! | `ttr:T:leased` | sorted set | delivered jobs, scored by lease expiry (ms, Redis' clock) |
+//! | `ttr:T:timeline` | sorted set | every waiting job, scored by its due time (ms since the Unix epoch, Redis' clock), and every leased job, scored by 2^52 + its lease expiry: one `ZRANGE` finds the next due jobs, one `ZADD` moves a job between the two ranges |
+//! | `ttr:T:job` | hash | per job `p<id>` → payload; `l<id>` → `attempts token deadline` while leased, `attempts` for a job delivered before that waits again or is dead (absent for a job never delivered); `e<id>` → its last error (a worker's reason, or why it died). And `m` → the partition's `armed lease_lb` (see below) |
 //! | `ttr:T:dead` | sorted set | dead letters, scored by when they died |
-//! | `ttr:T:payload` | hash | id → payload bytes |
-//! | `ttr:T:attempt` | hash | id → deliveries so far (absent until the first delivery, and again after a requeue or the release of a first delivery) |
-//! | `ttr:T:deadline` | hash | id → the due time (ms) of a leased job, for a redelivery or release to read (a waiting job's due time is its score in `due`) |
-//! | `ttr:T:token` | hash | id → the current lease's token |
-//! | `ttr:T:error` | hash | id → the last error: a worker's reason from [`Job::fail`](crate::Job::fail) and the like, or why the job died ("lease expired after 3 attempts") |
-//! | `ttr:T:wake` | pub/sub channel | "a job is due in `d` ms", sent when a new job becomes the earliest (once per batched chunk at most) |
+//! | `ttr:T:marker` | sorted set | wake-up batons, each named and scored by the time its holder is to claim (usually one; see `src/wake.rs`) |
+//!
+//! A waiting job is one timeline member and one `p` field, nothing more
+//! (memory per pending job). `m` holds the time of the baton that is the
+//! head of the partition's wake-up chain (`armed`) and a lower bound of the
+//! lease expiries (`lease_lb`), so a claim looks for expired leases only
+//! when one may exist.
+//!
+//! Per queue: `ttr:{name}:config`, a hash, `partitions` → the partition
+//! count recorded at the first connect.
 
 use crate::error::Error;
 
@@ -29,11 +33,10 @@ pub(crate) const MAX_QUEUE_NAME: usize = 200;
 pub(crate) const MAX_JOB_ID: usize = 512;
 
 /// The keys of one partition, in the order the scripts expect them
-/// (`KEYS[1]` .. `KEYS[8]`), and its wake-up channel.
+/// (`KEYS[1]` .. `KEYS[4]`).
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    pub(crate) ordered: [String; 8],
-    pub(crate) channel: String,
+    pub(crate) ordered: [String; 4],
 }
 
 impl Keys {
@@ -46,27 +49,17 @@ impl Keys {
         };
         let key = |what: &str| format!("ttr:{tag}:{what}");
         Keys {
-            ordered: [
-                key("due"),
-                key("leased"),
-                key("dead"),
-                key("payload"),
-                key("attempt"),
-                key("deadline"),
-                key("token"),
-                key("error"),
-            ],
-            channel: key("wake"),
+            ordered: [key("timeline"), key("job"), key("dead"), key("marker")],
         }
     }
 
-    /// The waiting jobs' sorted set.
-    pub(crate) fn due(&self) -> &str {
+    /// The waiting and leased jobs' sorted set.
+    pub(crate) fn timeline(&self) -> &str {
         &self.ordered[0]
     }
 
-    /// The leased jobs' sorted set.
-    pub(crate) fn leased(&self) -> &str {
+    /// The job hash.
+    pub(crate) fn job(&self) -> &str {
         &self.ordered[1]
     }
 
@@ -74,7 +67,15 @@ impl Keys {
     pub(crate) fn dead(&self) -> &str {
         &self.ordered[2]
     }
+
+    /// The wake-up baton's sorted set.
+    pub(crate) fn marker(&self) -> &str {
+        &self.ordered[3]
+    }
 }
+
+/// A leased job's score in the timeline is this plus its lease expiry.
+pub(crate) const LEASED: u64 = 1 << 52;
 
 /// Checks a queue name: 1 to [`MAX_QUEUE_NAME`] bytes, no `{`, `}`, `#`,
 /// whitespace or control characters.
@@ -124,7 +125,6 @@ pub(crate) fn config_key(name: &str) -> String {
 
 /// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (or of
 /// the whole key without one) modulo 16384, as Redis computes it.
-#[allow(dead_code)] // for the waker (next commit)
 pub(crate) fn slot_of(key: &str) -> u16 {
     let bytes = key.as_bytes();
     let hashed = match bytes.iter().position(|&b| b == b'{') {
@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn one_partition_shares_the_queue_tag() {
         let keys = Keys::new("orders", 0, 1);
-        for key in keys.ordered.iter().chain([&keys.channel]) {
+        for key in &keys.ordered {
             assert!(key.starts_with("ttr:{orders}:"), "{key}");
         }
     }
@@ -175,8 +175,8 @@ mod tests {
     fn partitions_have_their_own_tags() {
         let a = Keys::new("orders", 0, 4);
         let b = Keys::new("orders", 3, 4);
-        assert!(a.due().starts_with("ttr:{orders#0}:"));
-        assert!(b.due().starts_with("ttr:{orders#3}:"));
+        assert!(a.timeline().starts_with("ttr:{orders#0}:"));
+        assert!(b.marker().starts_with("ttr:{orders#3}:"));
     }
 
     #[test]

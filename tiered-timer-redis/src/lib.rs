@@ -64,12 +64,19 @@
 //!   [`Queue::schedule_many_at`] (exact times) and
 //!   [`Queue::schedule_many_with_ids`] (idempotent) check every job first,
 //!   then write one script per partition per chunk of at most 1 000 jobs:
-//!   each chunk all or nothing, with one wake-up at most. Every delay of
+//!   each chunk all or nothing, waking one worker at most. Every delay of
 //!   one call counts from the same instant of Redis' clock, so equal
 //!   delays give equal due times.
-//! * **No polling.** A waiting [`Queue::next`] sleeps on `tiered-timer`
-//!   until the earliest due time or lease expiry and is woken earlier by
-//!   pub/sub when an earlier job is scheduled.
+//! * **No polling, no herd.** Each due job (or lease that runs out) wakes
+//!   exactly one waiting worker across all processes: waiting workers
+//!   block on the partitions' wake-up batons, and the one that gets a
+//!   baton sleeps on `tiered-timer` until its time. A job costs one claim
+//!   and one ack however many workers wait; an idle worker sends one
+//!   command per [`Builder::health_check`].
+//! * **Health.** A connection that stops answering without a FIN or RST is
+//!   noticed within [`Builder::health_check`] and replaced; a refused
+//!   connection is an error at once, a silent one after the command
+//!   timeout.
 //!
 //! # Operating a queue
 //!
@@ -94,44 +101,47 @@
 //! # Design
 //!
 //! Per queue (or per partition), under one hash tag (see `src/keys.rs`):
-//! a sorted set of waiting jobs scored by due time in milliseconds of
-//! Redis' clock; a sorted set of leased jobs scored by lease expiry, with
-//! the lease's token in a hash; a sorted set of dead letters scored by
-//! when they died; hashes for payloads, attempt counts, due times and last
-//! errors; and a pub/sub channel.
+//! a sorted set of jobs (the *timeline*: waiting jobs scored by due time
+//! in milliseconds of Redis' clock, leased ones by 2^52 + their lease
+//! expiry); a hash of payloads, leases (attempts, token, deadline) and
+//! last errors; a sorted set of dead letters scored by when they died; and
+//! a sorted set of wake-up batons.
 //!
-//! Every change is one Lua script (`src/scripts.rs`), so it is atomic:
+//! Every change is one Lua script (`src/scripts.rs`, `src/lua/`), so it is
+//! atomic:
 //!
 //! * *schedule* reads `TIME`, adds the job unless its id is waiting or
-//!   leased, and, if it is now the earliest, publishes "due in `d` ms";
+//!   leased, and, if it is now the partition's earliest event, puts a
+//!   baton in for it;
 //! * *schedule many* does the same for a chunk of up to 1 000 jobs of one
 //!   partition: all reads first, then one variadic `HSET` and `ZADD`, and
-//!   one "due in `d` ms" if one of its jobs is now the earliest; delays
-//!   count from the `TIME` of the call's first chunk (passed on to the
-//!   next chunks; on a cluster, per partition);
-//! * *claim* reads `TIME` and moves the job whose lease ran out, or else
-//!   the earliest due job, into the leased set with a fresh token and
-//!   attempt + 1 (a job out of attempts goes to the dead letters instead);
-//!   if nothing is claimable it returns how long until the earliest due
-//!   time or lease expiry, as a duration from Redis' now;
-//! * *ack*, *retry*, *fail*, *extend* and *release* check the token and
-//!   that the lease has not run out by Redis' clock, then remove,
-//!   reschedule (or bury), renew (expiry = Redis' now + the lease) or hand
-//!   back the job.
+//!   one baton at most; delays count from the `TIME` of the call's first
+//!   chunk (passed on to the next chunks; on a cluster, per partition);
+//! * *claim* reads `TIME` and takes up to `n` jobs: those whose lease ran
+//!   out, then the earliest due, each with a fresh token and attempt + 1
+//!   (a job out of attempts goes to the dead letters instead), and passes
+//!   the baton on to the partition's next event;
+//! * *ack* checks the token; *retry*, *fail*, *extend* and *release* check
+//!   the token and that the lease has not run out by Redis' clock; then
+//!   they remove, reschedule (or bury), renew (expiry = Redis' now + the
+//!   lease) or hand back the job.
 //!
-//! A waiting [`Queue::next`] (`src/queue.rs`) sleeps exactly the returned
-//! duration on `tiered-timer`, measured on the local monotonic clock from
-//! when the answer arrived: it never compares a local clock with Redis'.
-//! Waking a little late is the only possible error, and waking early only
-//! costs one more claim round that finds nothing and sleeps again. The
-//! queue's one pub/sub subscription (`src/wake.rs`) shortens the sleeps of
-//! all waiters when an earlier job is announced; after a reconnect, every
-//! waiter reads once more, so a lost notification costs one round trip.
+//! Waiting is the waker's (`src/wake.rs`): one task per [`Queue`] handle
+//! that blocks on the batons (`BZPOPMIN`, one worker per baton), converts
+//! a baton's time to a local instant with the clock offset measured on
+//! its last claim (never comparing clocks beyond that: a baton that fires
+//! early costs one claim that finds nothing), sleeps on `tiered-timer`,
+//! and claims for the waiting [`Queue::next`] calls. A claim passes the
+//! next baton straight back to its claimer when the next event is due
+//! within 50 ms, so a worker that comes back at once claims again without
+//! waiting for a baton. Every blocking call carries a reply deadline
+//! ([`Builder::health_check`]); a lost connection costs one re-read.
 //!
 //! [`Builder::partitions`] spreads a queue over several hash tags (so over
-//! a Redis Cluster's nodes): a job's partition is a hash of its id, and
-//! [`Queue::next`] claims from the partitions in turn, starting at a
-//! different one each round.
+//! a Redis Cluster's nodes): a job's partition is a hash of its id; each
+//! partition has its own chain of batons, and a worker waits on all of
+//! them (one `BZPOPMIN` over all markers on one Redis, one per partition
+//! on a cluster, so a dead node stops only its own partitions).
 //!
 //! # Tracing
 //!
@@ -144,11 +154,11 @@
 //! | event | level |
 //! |---|---|
 //! | job claimed; acked; retried; lease extended | debug |
-//! | job released; wake-up subscription re-established; queue closed | info |
-//! | job redelivered after its lease ran out; moved to the dead letters; lease lost; renewal failed; wake-up subscription lost | warn |
+//! | job released; wake-up connection re-established; queue closed | info |
+//! | job redelivered after its lease ran out; moved to the dead letters; lease lost; renewal failed; wake-up connection lost | warn |
 //!
 //! Dead-letter events carry `attempts` (the limit) instead of `attempt`;
-//! the wake-up subscription's events have `queue` and `channels`.
+//! the wake-up connection's events have `queue` and `partitions`.
 
 #![warn(
     missing_docs,

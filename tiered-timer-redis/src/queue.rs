@@ -1,39 +1,38 @@
-//! [`Queue`], its [`Builder`], and the claim loop of [`Queue::next`].
+//! [`Queue`] and its [`Builder`]: scheduling, cancelling, and handing out
+//! the jobs the waker (`src/wake.rs`) claims.
 //!
 //! Ground rules:
 //!
 //! * Redis owns every job's state; this process owns nothing but open
-//!   leases' tokens (inside [`Job`]s) and the wake-up subscription. A
-//!   process that dies loses nothing but its leases, which run out.
+//!   leases' tokens (inside [`Job`]s and prefetched jobs) and the wake-up
+//!   batons it holds. A process that dies loses nothing but its leases,
+//!   which run out, and its batons, which the chain re-arms.
 //! * Every call is one script or one read, wrapped in the command timeout;
 //!   input is checked before anything is sent.
-//! * [`Queue::next`] subscribes to wake-ups before it reads, sleeps only
-//!   for durations Redis reported (never for a time computed from the
-//!   local clock against Redis'), and after any doubt (a reconnect, a
-//!   lagging receiver) reads again.
-//! * [`Queue::close`] sets a flag shared by every clone and wakes the
-//!   waiters; a `next` checks it before each claim round and after a
-//!   claim (handing back a job claimed as the queue closed). The number of
-//!   [`Job`]s out is counted in a `watch` channel so that
-//!   [`Queue::shutdown`] can wait for it to reach zero.
+//! * [`Queue::next`] asks the waker for jobs and waits; it never claims
+//!   itself, so dropping it never strands a claimed job.
+//! * [`Queue::close`] sets a flag shared by every clone and tells the
+//!   waker, which fails the waiting calls and hands back its batons; jobs
+//!   claimed but not handed out are released. The number of [`Job`]s out
+//!   is counted in a `watch` channel so that [`Queue::shutdown`] can wait
+//!   for it to reach zero.
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use redis::{FromRedisValue, Script, Value};
-use tokio::sync::{broadcast, watch};
-use tokio::time::Instant;
+use tokio::sync::watch;
 
 use crate::conn::{Conn, Limits};
 use crate::error::Error;
-use crate::job::{Held, Job, JobId, LocalLease};
-use crate::keys::{check_job_id, check_queue_name, config_key, partition_of, Keys};
+use crate::job::{Job, JobId};
+use crate::keys::{check_job_id, check_queue_name, config_key, partition_of, Keys, LEASED};
 use crate::scripts;
-use crate::wake::{Subscriber, Wake};
+use crate::wake::{Setup, Shared};
 
 /// The latest due time a job may have, in ms since the Unix epoch: 2^52,
 /// well inside the range where a sorted set's `f64` score is exact.
@@ -47,14 +46,6 @@ pub(crate) const CHUNK_JOBS: usize = 1_000;
 /// chunk closes once it holds this much, however few jobs.
 const CHUNK_BYTES: usize = 4 << 20;
 
-/// What one claim attempt found.
-enum Claim {
-    Job(Job),
-    /// Nothing claimable; something may be in this long (from Redis' now),
-    /// or never (`None`) until a new job is scheduled.
-    Wait(Option<Duration>),
-}
-
 /// The shared state behind every clone of a [`Queue`] and every [`Job`].
 pub(crate) struct Inner {
     name: String,
@@ -63,20 +54,26 @@ pub(crate) struct Inner {
     lease: Duration,
     pub(crate) max_attempts: u32,
     max_payload: usize,
-    /// Where the next claim round starts, so partitions take turns.
-    next_partition: AtomicU32,
-    wake: broadcast::Sender<Wake>,
+    /// The waker: waiting calls, held batons, prefetched jobs.
+    pub(crate) wake: Arc<Shared>,
     /// Set once by [`Queue::close`].
     closed: AtomicBool,
     /// How many [`Job`]s of this queue are out (see the ground rules).
     held: watch::Sender<usize>,
-    _subscriber: Subscriber,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle (and the last job) is gone: the waker's batons
+        // and prefetched jobs go back to Redis.
+        self.wake.abandon();
+    }
 }
 
 /// A durable queue of delayed jobs on Redis.
 ///
-/// Cheap to clone (an `Arc`); clones share one connection and one pub/sub
-/// subscription. Any number of processes may open the same queue (same
+/// Cheap to clone (an `Arc`); clones share one connection and one waker
+/// (see [`next`](Queue::next)). Any number of processes may open the same queue (same
 /// Redis, same name, same [`partitions`](Builder::partitions)): each due
 /// job is delivered to exactly one of their [`next`](Queue::next) calls at a
 /// time.
@@ -142,6 +139,7 @@ pub struct Builder {
     health_check: Duration,
     replicas: u32,
     replica_timeout: Duration,
+    prefetch: usize,
     partitions: u32,
     cluster: bool,
 }
@@ -216,6 +214,20 @@ impl Builder {
         self
     }
 
+    /// How many jobs a claim may take beyond what this handle's waiting
+    /// calls asked for, kept for the next [`next`](Queue::next) calls
+    /// (which then return without a round trip). Default 0. At most 1000.
+    ///
+    /// For short jobs in a backlog: claims are fewer and bigger. A
+    /// prefetched job is leased from its claim on, so its lease runs
+    /// while it waits its turn; one that no call takes within half its
+    /// lease is released, and so are all of them on [`Queue::close`] or
+    /// when the last handle is dropped. Leave it at 0 for long jobs.
+    pub fn prefetch(mut self, jobs: usize) -> Builder {
+        self.prefetch = jobs;
+        self
+    }
+
     /// Spreads the queue over `n` hash tags (`{name#0}` .. `{name#n-1}`),
     /// so over the nodes of a Redis Cluster. Every process using the queue
     /// must use the same `n`: a job's partition is a hash of its id modulo
@@ -277,9 +289,6 @@ impl Builder {
                 reason: "the replica timeout must not be zero",
             });
         }
-        let client = redis::Client::open(self.url.as_str()).map_err(|e| Error::InvalidUrl {
-            reason: e.to_string(),
-        })?;
         let timeout = self.command_timeout;
         let limits = Limits {
             command_timeout: timeout,
@@ -287,15 +296,25 @@ impl Builder {
             replicas: self.replicas,
             replica_timeout: self.replica_timeout,
         };
+        if self.prefetch > 1000 {
+            return Err(Error::InvalidConfig {
+                reason: "prefetch must be at most 1000",
+            });
+        }
         let conn = Conn::open(&self.url, self.cluster, limits).await?;
         check_partitions(&conn, &self.name, self.partitions).await?;
         let partitions: Vec<Keys> = (0..self.partitions)
             .map(|p| Keys::new(&self.name, p, self.partitions))
             .collect();
-        let (wake, _) = broadcast::channel(1024);
-        let channels = partitions.iter().map(|k| k.channel.clone()).collect();
-        let subscriber =
-            Subscriber::spawn(self.name.clone(), client, channels, wake.clone(), timeout);
+        let wake = Shared::start(Setup {
+            name: self.name.clone(),
+            conn: conn.clone(),
+            partitions: partitions.clone(),
+            lease: Duration::from_millis(millis_up(self.lease)),
+            max_attempts: self.max_attempts,
+            prefetch: self.prefetch,
+            health_check: self.health_check,
+        });
         Ok(Queue {
             inner: Arc::new(Inner {
                 name: self.name,
@@ -304,11 +323,9 @@ impl Builder {
                 lease: self.lease,
                 max_attempts: self.max_attempts,
                 max_payload: self.max_payload,
-                next_partition: AtomicU32::new(0),
                 wake,
                 closed: AtomicBool::new(false),
                 held: watch::Sender::new(0),
-                _subscriber: subscriber,
             }),
         })
     }
@@ -338,6 +355,7 @@ impl Queue {
             health_check: Duration::from_secs(15),
             replicas: 0,
             replica_timeout: Duration::from_secs(1),
+            prefetch: 0,
             partitions: 1,
             cluster: false,
         }
@@ -449,7 +467,7 @@ impl Queue {
     /// 1 000 jobs (or about 4 MiB of payload) per script, so no single
     /// script holds Redis for long (a chunk of 1 000 small jobs runs in
     /// about 3 ms). Each chunk reads `TIME` once, writes all its jobs or
-    /// none, and publishes at most one wake-up (only if one of its jobs is
+    /// none, and wakes one worker at most (only if one of its jobs is
     /// now the partition's earliest).
     ///
     /// "Now" is the same for the whole call: the first script reads
@@ -597,7 +615,6 @@ impl Queue {
             arg(mode),
             arg(&value.to_string()),
             payload,
-            arg(&keys.channel),
         ];
         let _: (i64, i64) = self
             .inner
@@ -657,7 +674,12 @@ impl Queue {
         for keys in &self.inner.partitions {
             let n: u64 = self
                 .inner
-                .query(redis::cmd("ZCARD").arg(keys.due()))
+                .query(
+                    redis::cmd("ZCOUNT")
+                        .arg(keys.timeline())
+                        .arg("-inf")
+                        .arg(format!("({LEASED}")),
+                )
                 .await?;
             total += n;
         }
@@ -686,7 +708,12 @@ impl Queue {
         for keys in &self.inner.partitions {
             let n: u64 = self
                 .inner
-                .query(redis::cmd("ZCARD").arg(keys.leased()))
+                .query(
+                    redis::cmd("ZCOUNT")
+                        .arg(keys.timeline())
+                        .arg(LEASED)
+                        .arg("+inf"),
+                )
                 .await?;
             total += n;
         }
@@ -740,9 +767,11 @@ impl Queue {
     pub fn close(&self) {
         if !self.inner.closed.swap(true, Ordering::SeqCst) {
             tracing::info!(queue = %self.inner.name, "queue closed: no more jobs handed out");
-            // Waiters re-check the flag; one that subscribes after this
-            // send reads the flag after it was set.
-            let _ = self.inner.wake.send(Wake::Reread);
+            // Waiting calls fail, batons go back; prefetched jobs become
+            // jobs dropped after close, which release themselves.
+            for claimed in self.inner.wake.close() {
+                drop(Job::from_claimed(&self.inner, claimed));
+            }
         }
     }
 
@@ -799,23 +828,30 @@ impl Queue {
 
     /// Waits until a job is due, claims it under a lease, and returns it.
     ///
-    /// Each round is one script per partition that either claims the
-    /// earliest due job (or one whose lease ran out) or says how long until
-    /// the next one is due; then this call sleeps on `tiered-timer` for
-    /// exactly that long, and is woken sooner by the queue's pub/sub
-    /// channel when an earlier job is scheduled. While nothing is due it
-    /// sends no commands.
+    /// Waiting costs nothing while nothing is due: the queue's waker
+    /// blocks on the partitions' wake-up batons (`BZPOPMIN`, one call per
+    /// [`health_check`](Builder::health_check), which is also how a dead
+    /// connection is noticed) and sleeps on `tiered-timer` until the time
+    /// of the baton it holds. Each due job wakes exactly one waiting
+    /// worker across all processes, which claims it in one script; a
+    /// worker that comes back for its next job within a few milliseconds
+    /// keeps the baton and claims the next job without waiting for one.
+    /// So a job costs one claim and one ack, and at most one `BZPOPMIN`,
+    /// however many workers wait.
     ///
-    /// Cancel-safe: dropping the future before it returns claims nothing
-    /// (a claim made by the last round trip as it is dropped is lost to
-    /// this worker and redelivered after the lease).
+    /// Cancel-safe: a job claimed for a call that was dropped goes to the
+    /// next call on this queue (or is released, see
+    /// [`prefetch`](Builder::prefetch)).
     ///
     /// # Errors
     ///
     /// [`Error::Closed`] once the queue was [closed](Queue::close), at
     /// once for a call that was waiting. [`Error::Timeout`] or
-    /// [`Error::Redis`] when a claim cannot reach Redis; call again to go
-    /// on waiting (the queue reconnects by itself).
+    /// [`Error::Redis`] when a claim cannot reach Redis or no wake-up
+    /// connection can be opened; call again to go on waiting (the queue
+    /// reconnects by itself). [`Error::NotReplicated`] with
+    /// [`replicas`](Builder::replicas), for a claim that did not reach
+    /// them (the job was handed back).
     ///
     /// # Examples
     ///
@@ -832,69 +868,53 @@ impl Queue {
     /// # }
     /// ```
     pub async fn next(&self) -> Result<Job, Error> {
-        loop {
-            // Listen before reading: a job scheduled after the read below
-            // is announced to this receiver (and so is `close`).
-            let mut wake = self.inner.wake.subscribe();
-            if self.is_closed() {
-                return Err(Error::Closed);
-            }
-            let wait = match self.try_claim().await? {
-                Claim::Job(job) if self.is_closed() => {
-                    // Closed while the claim was in flight: hand it back.
-                    let _ = job.release().await;
-                    return Err(Error::Closed);
-                }
-                Claim::Job(job) => return Ok(job),
-                Claim::Wait(wait) => wait,
-            };
-            let mut deadline = wait.map(|wait| Instant::now() + wait);
-            let mut sleep = deadline.map(tiered_timer::sleep_until);
-            loop {
-                let slept = async {
-                    match sleep.as_mut() {
-                        Some(sleep) => sleep.await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    () = slept => break,
-                    message = wake.recv() => match message {
-                        Ok(Wake::At(at)) => {
-                            if deadline.is_none_or(|deadline| at < deadline) {
-                                deadline = Some(at);
-                                match sleep.as_mut() {
-                                    Some(sleep) => std::pin::Pin::new(sleep).reset(at),
-                                    None => sleep = Some(tiered_timer::sleep_until(at)),
-                                }
-                            }
-                        }
-                        // A reconnect or a missed message: read again.
-                        Ok(Wake::Reread) | Err(_) => break,
-                    },
-                }
-            }
-        }
+        let mut jobs = self.take(1).await?;
+        Ok(jobs.pop().expect("a delivery holds at least one job"))
     }
 
-    /// One claim round over every partition, starting where the last round
-    /// of this queue left off.
-    async fn try_claim(&self) -> Result<Claim, Error> {
-        let inner = &self.inner;
-        let n = inner.partitions.len() as u32;
-        let start = inner.next_partition.fetch_add(1, Ordering::Relaxed) % n;
-        let mut soonest: Option<Duration> = None;
-        for i in 0..n {
-            let p = (start + i) % n;
-            match inner.claim(&self.inner, p).await? {
-                Claim::Job(job) => return Ok(Claim::Job(job)),
-                Claim::Wait(Some(wait)) => {
-                    soonest = Some(soonest.map_or(wait, |s| s.min(wait)));
-                }
-                Claim::Wait(None) => {}
-            }
+    /// Waits until at least one job is due, then claims up to `max` due
+    /// jobs in one round trip and returns them, each under its own lease
+    /// with its own token and attempt (a `max` of 0 is taken as 1).
+    ///
+    /// As [`next`](Queue::next) otherwise: the jobs come in due order,
+    /// fewer than `max` if fewer are due at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Queue::next).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_redis::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// for job in queue.next_batch(100).await? {
+    ///     // ... work on each ...
+    ///     job.ack().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn next_batch(&self, max: usize) -> Result<Vec<Job>, Error> {
+        self.take(max.max(1)).await
+    }
+
+    async fn take(&self, max: usize) -> Result<Vec<Job>, Error> {
+        if self.is_closed() {
+            return Err(Error::Closed);
         }
-        Ok(Claim::Wait(soonest))
+        let claimed = self.inner.wake.wait(max).await?;
+        let jobs: Vec<Job> = claimed
+            .into_iter()
+            .map(|c| Job::handed_out(&self.inner, c))
+            .collect();
+        if self.is_closed() {
+            // Closed while the claim was in flight: dropped after close,
+            // the jobs are released.
+            drop(jobs);
+            return Err(Error::Closed);
+        }
+        Ok(jobs)
     }
 }
 
@@ -980,12 +1000,12 @@ impl Inner {
             let mut jobs = jobs.into_iter().peekable();
             while jobs.peek().is_some() {
                 let base_arg = base.map_or_else(Vec::new, |ms| arg(&ms.to_string()));
-                let mut args = vec![arg(&keys.channel), arg(mode), base_arg];
+                let mut args = vec![arg(mode), base_arg];
                 let mut bytes = 0;
                 for (index, value, payload) in jobs.by_ref() {
                     bytes += payload.len();
                     args.extend([arg(ids[index].as_str()), arg(&value.to_string()), payload]);
-                    if args.len() >= 3 * (CHUNK_JOBS + 1) || bytes >= CHUNK_BYTES {
+                    if args.len() >= 2 + 3 * CHUNK_JOBS || bytes >= CHUNK_BYTES {
                         break;
                     }
                 }
@@ -999,72 +1019,8 @@ impl Inner {
         Ok((ids, written))
     }
 
-    async fn claim(&self, this: &Arc<Inner>, partition: u32) -> Result<Claim, Error> {
-        let keys = &self.partitions[partition as usize];
-        let token = random_id();
-        let lease_ms = millis_up(self.lease);
-        // The lease starts no earlier than this, by the local clock.
-        let sent = Instant::now();
-        let reply: Vec<Value> = self
-            .eval(
-                &scripts::CLAIM_SCRIPT,
-                keys,
-                vec![
-                    arg(&lease_ms.to_string()),
-                    arg(&self.max_attempts.to_string()),
-                    arg(&token),
-                ],
-            )
-            .await?;
-        let mut fields = reply.into_iter();
-        let kind: i64 = parse(fields.next())?;
-        if kind == 0 {
-            let wait: i64 = parse(fields.next())?;
-            self.trace_buried(partition, fields.next());
-            return Ok(Claim::Wait(
-                u64::try_from(wait).ok().map(Duration::from_millis),
-            ));
-        }
-        let id = JobId::from(parse::<String>(fields.next())?);
-        let payload: Vec<u8> = parse(fields.next())?;
-        let deadline_ms: u64 = parse(fields.next())?;
-        let attempt: u32 = parse(fields.next())?;
-        let _expiry = fields.next();
-        let expired: i64 = parse(fields.next()).unwrap_or(0);
-        self.trace_buried(partition, fields.next());
-        if expired == 1 {
-            tracing::warn!(queue = %self.name, job = %id, attempt, partition, "job redelivered: its last lease ran out before an ack");
-        } else {
-            tracing::debug!(queue = %self.name, job = %id, attempt, partition, "job claimed");
-        }
-        let lease = Duration::from_millis(lease_ms);
-        Ok(Claim::Job(Job {
-            inner: Arc::clone(this),
-            partition,
-            id,
-            payload,
-            deadline_ms,
-            attempt,
-            token,
-            lease,
-            local_lease: std::sync::Mutex::new(LocalLease {
-                sent,
-                length: lease,
-            }),
-            held: Some(Held::new(this)),
-            finished: false,
-        }))
-    }
-
-    /// Emits a dead-letter event for each id the claim script buried.
-    fn trace_buried(&self, partition: u32, buried: Option<Value>) {
-        if let Ok(ids) = parse::<Vec<String>>(buried) {
-            for id in ids {
-                tracing::warn!(queue = %self.name, job = %id, attempts = self.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
-            }
-        }
-    }
-
+    /// Runs the ack script (fenced by the token only; see
+    /// [`Job::ack`]).
     pub(crate) async fn ack(&self, partition: u32, id: &JobId, token: &str) -> Result<bool, Error> {
         let keys = &self.partitions[partition as usize];
         let done: i64 = self
@@ -1100,7 +1056,6 @@ impl Inner {
                     arg(token),
                     arg(&delay.to_string()),
                     arg(&self.max_attempts.to_string()),
-                    arg(&keys.channel),
                 ],
             )
             .await?;
@@ -1156,7 +1111,7 @@ impl Inner {
             .eval(
                 &scripts::RELEASE_SCRIPT,
                 keys,
-                vec![arg(id.as_str()), arg(token), arg(&keys.channel)],
+                vec![arg(id.as_str()), arg(token)],
             )
             .await?;
         Ok(done == 1)

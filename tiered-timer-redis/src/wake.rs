@@ -1,111 +1,1251 @@
-//! The wake-up side of "no polling": one pub/sub subscription per
-//! [`Queue`](crate::Queue), fanned out to every waiting
-//! [`next`](crate::Queue::next).
+//! The waker: one task per [`Queue`](crate::Queue) that decides when this
+//! process claims, so that each due job wakes exactly one worker however
+//! many wait, and a waiting worker sends nothing while nothing is due.
 //!
-//! Ground rules:
+//! # The wake-up chain
 //!
-//! * The subscriber task owns the pub/sub connection; it only sends on the
-//!   broadcast channel, never touches a queue's keys.
-//! * A message says "a job is due in `d` ms from Redis' now". The task
-//!   turns it into a local `Instant` at once (a duration, not a clock
-//!   comparison), and waiters sleeping past it shorten their sleep.
-//! * Whenever the subscription is (re)established, and whenever it is lost,
-//!   the task sends [`Wake::Reread`]: messages published while it was down
-//!   are gone, so every waiter reads Redis once more. That re-read is the
-//!   whole cost of a lost notification.
-//! * Waiters subscribe to the broadcast before they read Redis, so nothing
-//!   announced after their read can be missed; a waiter that lags behind
-//!   the broadcast's buffer re-reads too.
-//! * Losing and re-establishing the subscription are `tracing` events
-//!   (warn and info): they are the reconnects an operator wants to see.
+//! Each partition has a *baton*: a member of its marker sorted set
+//! (`ttr:T:marker`), named and scored by the time of the partition's next
+//! event (a job coming due, a lease running out), on Redis' clock. Waiting workers
+//! block on the marker with `BZPOPMIN`, which hands the baton to exactly
+//! one of them. The holder converts the time to a local instant, sleeps
+//! until then on `tiered-timer`, and claims with the baton; the claim
+//! script passes the baton on to the next event (`src/lua/claim.lua`):
+//! into the marker set, for another waiting worker, or straight back to
+//! the claimer if the next event is due within [`KEEP_HORIZON`] (a worker
+//! that comes back for its next job at once needs no `BZPOPMIN` at all).
+//! Scripts that create an event before the chain head (a schedule, a
+//! retry, a release) put a baton in for it. So a due job costs one
+//! `BZPOPMIN` at most, one claim and one ack, whatever the number of
+//! workers `W` and partitions `P`.
+//!
+//! # Ground rules
+//!
+//! * The waker task owns the blocking connections and the batons this
+//!   process holds; [`Shared`] holds what `next` and the task exchange
+//!   (waiters, prefetched jobs, held batons), under a mutex held only for
+//!   bookkeeping, never across an `.await`, and nobody is woken while it
+//!   is held.
+//! * Every claim runs in a task of its own and reports to the waker (or to
+//!   the caller that asked, falling back to the waker if the caller is
+//!   gone): a `next` that is dropped never loses a claimed job (it goes to
+//!   the next waiter, or is released) nor the baton a claim passed back.
+//! * A baton is never dropped: it is claimed with, or handed back
+//!   (`ZADD`) when this process has no worker waiting for it (at
+//!   once if its workers are slow to come back, else after [`LINGER`]),
+//!   when the queue closes, and when the last handle is dropped. If a
+//!   process dies holding one, the first script (or any waiting worker's
+//!   periodic probe of `armed`) that finds the chain head more than
+//!   `GRACE` (10 s) past its time re-arms it.
+//! * Times on Redis' clock become local instants through the offset
+//!   measured on the last claim: Redis' now as read by the script, against
+//!   the local instant its reply arrived (so a baton fires no earlier than
+//!   its time, up to clock drift; firing early costs one claim that finds
+//!   nothing and keeps the baton). A baton that arrives late (a stalled
+//!   link) fires at once.
+//! * Health: every blocking call carries a reply deadline of
+//!   `health_check` (Redis ends it empty a little earlier), so a
+//!   connection that stops answering is noticed within `health_check`,
+//!   replaced (the command connection too, its path being in doubt), and
+//!   Redis is read again with a rescue claim on each of its partitions
+//!   (a baton popped on a dead connection may be lost: the rescue re-arms
+//!   the chain).
+//! * Losing and re-establishing a blocking connection are `tracing`
+//!   events (warn and info).
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use tokio::sync::broadcast;
+use redis::aio::MultiplexedConnection;
+use redis::Value;
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// What the subscriber tells waiting workers.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Wake {
-    /// A job was scheduled that is due at this (local) instant.
-    At(Instant),
-    /// Messages may have been missed: read Redis again.
-    Reread,
-}
+use crate::conn::Conn;
+use crate::error::Error;
+use crate::job::JobId;
+use crate::keys::Keys;
+use crate::queue::{arg, millis_up, parse, random_id};
+use crate::scripts;
 
-/// The subscriber task; aborted when the queue (its last clone) is
-/// dropped.
+/// A claim passes the next baton back to the claimer if the next event is
+/// due within this long: a worker that comes back for its next job within
+/// it claims without waiting for a baton.
+pub(crate) const KEEP_HORIZON: Duration = Duration::from_millis(50);
+/// A held baton that comes due while no worker of this process waits is
+/// kept this much longer if this process' workers usually come back
+/// within it, then handed back.
+pub(crate) const LINGER: Duration = Duration::from_millis(2);
+/// Every this many empty replies on a blocking connection, a waiting
+/// worker probes one partition's chain head (one `HGET`): it is how a
+/// baton lost with a dead process is found.
+const PROBE_EVERY: u32 = 3;
+/// How long past its time the chain head may go unclaimed (the scripts'
+/// `GRACE`).
+const GRACE: Duration = Duration::from_secs(10);
+
+/// A job claimed by a claim script, not yet handed to a worker.
 #[derive(Debug)]
-pub(crate) struct Subscriber(JoinHandle<()>);
+pub(crate) struct Claimed {
+    pub(crate) partition: u32,
+    pub(crate) id: JobId,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) deadline_ms: u64,
+    pub(crate) attempt: u32,
+    pub(crate) token: String,
+    pub(crate) lease: Duration,
+    /// When the claim was sent: the lease started no earlier.
+    pub(crate) sent: Instant,
+    /// Taken back from a lease that ran out (a redelivery).
+    pub(crate) expired: bool,
+}
 
-impl Subscriber {
-    /// Spawns the task on the current runtime.
-    pub(crate) fn spawn(
-        queue: String,
-        client: redis::Client,
-        channels: Vec<String>,
-        wake: broadcast::Sender<Wake>,
-        timeout: Duration,
-    ) -> Subscriber {
-        Subscriber(tokio::spawn(run(queue, client, channels, wake, timeout)))
+/// What a waiting call gets.
+type Delivery = Result<Vec<Claimed>, Error>;
+
+/// What the waker and its claims need of the queue.
+pub(crate) struct Setup {
+    pub(crate) name: String,
+    pub(crate) conn: Conn,
+    pub(crate) partitions: Vec<Keys>,
+    pub(crate) lease: Duration,
+    pub(crate) max_attempts: u32,
+    /// Jobs a claim may take beyond what the waiting workers asked for.
+    pub(crate) prefetch: usize,
+    pub(crate) health_check: Duration,
+}
+
+/// A baton this process holds.
+#[derive(Debug, Clone, Copy)]
+struct Baton {
+    partition: u32,
+    /// Its time, on Redis' clock (ms).
+    at_ms: u64,
+    /// Its time as a local instant (`None`: no clock offset yet; now).
+    fire_at: Option<Instant>,
+    /// Kept past its time for a worker that may come back (see [`LINGER`]).
+    linger_until: Option<Instant>,
+}
+
+struct Waiter {
+    want: usize,
+    tx: oneshot::Sender<Delivery>,
+}
+
+/// Redis' clock against the local one, from a claim's reply.
+#[derive(Debug, Clone, Copy)]
+struct Offset {
+    redis_ms: u64,
+    local: Instant,
+}
+
+impl Offset {
+    fn local_at(&self, at_ms: u64) -> Instant {
+        self.local + Duration::from_millis(at_ms.saturating_sub(self.redis_ms))
     }
 }
 
-impl Drop for Subscriber {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+#[derive(Default)]
+struct State {
+    waiters: VecDeque<Waiter>,
+    /// Claimed jobs no waiter took yet (prefetched, or claimed for a
+    /// waiter that left), with when they came.
+    buffer: VecDeque<(Claimed, Instant)>,
+    batons: Vec<Baton>,
+    /// Demand that claims in flight are serving.
+    reserved: usize,
+    offset: Option<Offset>,
+    /// How soon this process' workers usually come back for a job after
+    /// one was handed out (an average), and when the last was.
+    comeback: Option<Duration>,
+    handed_out_at: Option<Instant>,
+    closed: bool,
+    abandoned: bool,
 }
 
-async fn run(
-    queue: String,
-    client: redis::Client,
-    channels: Vec<String>,
-    wake: broadcast::Sender<Wake>,
-    timeout: Duration,
-) {
-    const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-    let mut backoff = FIRST_BACKOFF;
-    let mut lost = false;
-    loop {
-        let subscribe = async {
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&channels).await?;
-            Ok::<_, redis::RedisError>(pubsub)
-        };
-        let subscribed = tiered_timer::timeout(timeout, subscribe).await;
-        if let Ok(Ok(pubsub)) = subscribed {
-            if lost {
-                tracing::info!(queue = %queue, channels = channels.len(), "wake-up subscription re-established; waiters read again");
-            } else {
-                tracing::debug!(queue = %queue, channels = channels.len(), "wake-up subscription established");
-            }
-            backoff = FIRST_BACKOFF;
-            let _ = wake.send(Wake::Reread);
-            let mut messages = pubsub.into_on_message();
-            while let Some(message) = messages.next().await {
-                let due_in = std::str::from_utf8(message.get_payload_bytes())
-                    .ok()
-                    .and_then(|text| text.parse::<u64>().ok());
-                let _ = match due_in {
-                    Some(ms) => wake.send(Wake::At(Instant::now() + Duration::from_millis(ms))),
-                    None => wake.send(Wake::Reread),
-                };
-            }
-            let _ = wake.send(Wake::Reread);
-            lost = true;
-            tracing::warn!(queue = %queue, channels = channels.len(), "wake-up subscription lost; reconnecting");
-        } else {
-            let error = match subscribed {
-                Ok(Err(error)) => error.to_string(),
-                _ => format!("no answer within {timeout:?}"),
+impl State {
+    /// Jobs asked for by open waiters and not yet being claimed.
+    fn demand(&mut self) -> usize {
+        self.waiters.retain(|w| !w.tx.is_closed());
+        let asked: usize = self.waiters.iter().map(|w| w.want).sum();
+        asked.saturating_sub(self.reserved)
+    }
+
+    /// Gives jobs to the waiters, first come first served; returns what is
+    /// left.
+    fn serve(&mut self, mut jobs: VecDeque<Claimed>) -> VecDeque<Claimed> {
+        let mut served = false;
+        while !jobs.is_empty() {
+            let Some(waiter) = self.waiters.pop_front() else {
+                break;
             };
-            tracing::warn!(queue = %queue, channels = channels.len(), %error, retry_in = ?backoff, "could not subscribe to wake-ups");
-            lost = true;
+            let take = waiter.want.min(jobs.len());
+            let batch: Vec<Claimed> = jobs.drain(..take).collect();
+            match waiter.tx.send(Ok(batch)) {
+                Ok(()) => served = true,
+                Err(Ok(batch)) => {
+                    for job in batch.into_iter().rev() {
+                        jobs.push_front(job);
+                    }
+                }
+                Err(Err(_)) => {}
+            }
         }
-        tiered_timer::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(2));
+        if served {
+            self.handed_out_at = Some(Instant::now());
+        }
+        jobs
+    }
+
+    fn fail_waiters(&mut self, error: impl Fn() -> Error) {
+        for waiter in self.waiters.drain(..) {
+            let _ = waiter.tx.send(Err(error()));
+        }
+    }
+}
+
+/// What `next` and the waker task share.
+pub(crate) struct Shared {
+    pub(crate) setup: Setup,
+    state: Mutex<State>,
+    notify: Notify,
+    inbox: mpsc::UnboundedSender<Event>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("queue", &self.setup.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What happens to the waker task.
+enum Event {
+    Claimed {
+        request: ClaimRequest,
+        sent: Instant,
+        received: Instant,
+        result: Result<Outcome, Error>,
+    },
+    Popped {
+        blocker: usize,
+        generation: u64,
+        result: Result<Option<(String, u64)>, Error>,
+    },
+    Connected {
+        blocker: usize,
+        generation: u64,
+        result: Result<MultiplexedConnection, Error>,
+    },
+    Probed {
+        partition: u32,
+        result: Result<Option<String>, Error>,
+    },
+    HandedBack {
+        baton: Baton,
+        result: Result<(), Error>,
+    },
+}
+
+/// Which baton a claim is made with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum With {
+    /// None: claim only if more than one job is due (the baton's holder
+    /// takes the first).
+    Nothing,
+    /// None, but re-arm the chain whatever `armed` says: after a lost
+    /// connection, or a probe that found the chain head stale.
+    Rescue,
+    /// None: the first claim of this queue handle (claims, and re-arms a
+    /// missing or stale chain).
+    Start,
+    /// The baton for this time.
+    Baton(u64),
+}
+
+#[derive(Debug)]
+pub(crate) struct ClaimRequest {
+    pub(crate) partition: u32,
+    pub(crate) n: usize,
+    pub(crate) with: With,
+    pub(crate) ack: Option<(JobId, String)>,
+    /// Demand of waiting workers this claim serves.
+    reserved: usize,
+}
+
+/// A claim script's reply.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) now_ms: u64,
+    /// `Some(false)`: the job to ack had lost its lease (nothing done).
+    pub(crate) acked: Option<bool>,
+    pub(crate) kept: Option<u64>,
+    pub(crate) buried: Vec<String>,
+    pub(crate) jobs: Vec<Claimed>,
+    /// The claim ran, but fewer replicas than asked for acknowledged it.
+    pub(crate) replicated: Result<(), Error>,
+}
+
+impl Shared {
+    /// Starts the waker task of a new queue handle.
+    pub(crate) fn start(setup: Setup) -> Arc<Shared> {
+        let (inbox, events) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            setup,
+            state: Mutex::new(State::default()),
+            notify: Notify::new(),
+            inbox,
+            task: Mutex::new(None),
+        });
+        let task = tokio::spawn(Waker::new(Arc::clone(&shared), events).run());
+        *shared.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        shared
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for between one and `max` claimed jobs (fewer only if fewer
+    /// were due at once).
+    pub(crate) async fn wait(self: &Arc<Self>, max: usize) -> Delivery {
+        let rx = {
+            let mut state = self.lock();
+            if state.closed {
+                return Err(Error::Closed);
+            }
+            if !state.buffer.is_empty() {
+                let take = max.min(state.buffer.len());
+                let jobs = state.buffer.drain(..take).map(|(job, _)| job).collect();
+                state.handed_out_at = Some(Instant::now());
+                return Ok(jobs);
+            }
+            if state.waiters.is_empty() {
+                if let Some(at) = state.handed_out_at.take() {
+                    let sample = at.elapsed();
+                    state.comeback = Some(match state.comeback {
+                        Some(avg) => (avg * 3 + sample) / 4,
+                        None => sample,
+                    });
+                }
+            }
+            let (tx, rx) = oneshot::channel();
+            state.waiters.push_back(Waiter { want: max, tx });
+            rx
+        };
+        self.notify.notify_one();
+        let mut pending = Pending {
+            rx: Some(rx),
+            shared: self,
+        };
+        pending.recv().await
+    }
+
+    /// Claims now, in a task of its own, for a caller that holds a job
+    /// (see [`Job::ack_and_next`](crate::Job::ack_and_next)): with a
+    /// baton of this partition if this process holds a due one.
+    pub(crate) async fn claim_now(
+        self: &Arc<Self>,
+        partition: u32,
+        ack: (JobId, String),
+    ) -> Result<Outcome, Error> {
+        let with = {
+            let mut state = self.lock();
+            let now = Instant::now();
+            let due = state
+                .batons
+                .iter()
+                .position(|b| b.partition == partition && b.fire_at.is_none_or(|at| at <= now));
+            match due {
+                Some(i) => With::Baton(state.batons.swap_remove(i).at_ms),
+                None => With::Nothing,
+            }
+        };
+        let request = ClaimRequest {
+            partition,
+            n: 1 + self.setup.prefetch,
+            with,
+            ack: Some(ack),
+            reserved: 0,
+        };
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(run_claim(Arc::clone(self), request, Some(tx)));
+        rx.await.unwrap_or(Err(Error::Closed))
+    }
+
+    /// Takes what a claim made for a caller returned besides its first
+    /// job: the other jobs (for the next waiters), and the clock offset.
+    pub(crate) fn absorb(&self, jobs: Vec<Claimed>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let mut state = self.lock();
+        let left = state.serve(jobs.into_iter().collect());
+        let now = Instant::now();
+        state.buffer.extend(left.into_iter().map(|job| (job, now)));
+        drop(state);
+        self.notify.notify_one();
+    }
+
+    /// Closes: waiting calls fail with [`Error::Closed`], held batons are
+    /// handed back, and prefetched jobs are returned (for the caller to
+    /// release).
+    pub(crate) fn close(&self) -> Vec<Claimed> {
+        let mut state = self.lock();
+        state.closed = true;
+        state.fail_waiters(|| Error::Closed);
+        let buffered = state.buffer.drain(..).map(|(job, _)| job).collect();
+        drop(state);
+        self.notify.notify_one();
+        buffered
+    }
+
+    /// The last handle is gone: stop the task, and hand back batons and
+    /// prefetched jobs from a task of their own (if there is a runtime).
+    pub(crate) fn abandon(self: &Arc<Self>) {
+        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            task.abort();
+        }
+        let (batons, buffered) = {
+            let mut state = self.lock();
+            state.abandoned = true;
+            (
+                std::mem::take(&mut state.batons),
+                state
+                    .buffer
+                    .drain(..)
+                    .map(|(job, _)| job)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        if batons.is_empty() && buffered.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = Arc::clone(self);
+        runtime.spawn(async move {
+            for baton in batons {
+                let _ = shared.hand_back(&baton).await;
+            }
+            for job in buffered {
+                let _ = shared.release(&job).await;
+            }
+        });
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.lock().abandoned
+    }
+
+    /// Puts a baton back in its partition's marker set.
+    async fn hand_back(&self, baton: &Baton) -> Result<(), Error> {
+        let keys = &self.setup.partitions[baton.partition as usize];
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(keys.marker()).arg(baton.at_ms).arg(baton.at_ms);
+        self.setup.conn.query::<i64>(&cmd).await.map(|_| ())
+    }
+
+    /// Hands a claimed job back (see [`Job::release`](crate::Job::release)).
+    pub(crate) async fn release(&self, job: &Claimed) -> Result<bool, Error> {
+        let keys = &self.setup.partitions[job.partition as usize];
+        let done: i64 = self
+            .setup
+            .conn
+            .eval(
+                &scripts::RELEASE_SCRIPT,
+                &keys.ordered,
+                vec![arg(job.id.as_str()), arg(&job.token)],
+                true,
+            )
+            .await?;
+        Ok(done == 1)
+    }
+}
+
+/// A waiting call's end of the channel: if the call is dropped after the
+/// waker sent it jobs, they go back to the buffer for the next waiter.
+struct Pending<'a> {
+    rx: Option<oneshot::Receiver<Delivery>>,
+    shared: &'a Arc<Shared>,
+}
+
+impl Pending<'_> {
+    async fn recv(&mut self) -> Delivery {
+        let rx = self.rx.as_mut().expect("received once");
+        let delivery = rx.await.unwrap_or(Err(Error::Closed));
+        self.rx = None;
+        delivery
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        let Some(mut rx) = self.rx.take() else {
+            return;
+        };
+        rx.close();
+        if let Ok(Ok(jobs)) = rx.try_recv() {
+            self.shared.absorb(jobs);
+        }
+        self.shared.notify.notify_one();
+    }
+}
+
+/// Runs one claim and reports it: to `caller` if given and still there,
+/// else to the waker.
+async fn run_claim(
+    shared: Arc<Shared>,
+    request: ClaimRequest,
+    caller: Option<oneshot::Sender<Result<Outcome, Error>>>,
+) {
+    let sent = Instant::now();
+    let result = claim(&shared.setup, &request, sent).await;
+    let received = Instant::now();
+    if shared.is_abandoned() {
+        // Nobody is left to take the jobs: hand them back.
+        if let Ok(outcome) = &result {
+            for job in &outcome.jobs {
+                let _ = shared.release(job).await;
+            }
+            if let Some(at_ms) = outcome.kept {
+                let baton = Baton {
+                    partition: request.partition,
+                    at_ms,
+                    fire_at: None,
+                    linger_until: None,
+                };
+                let _ = shared.hand_back(&baton).await;
+            }
+        }
+        return;
+    }
+    match caller {
+        Some(caller) => {
+            // The caller gets the jobs; the waker the baton and the clock
+            // (and the baton back if the claim failed, and the jobs if the
+            // caller left).
+            let (for_caller, mut side) = match result {
+                Ok(mut outcome) => {
+                    let side = Outcome {
+                        now_ms: outcome.now_ms,
+                        acked: None,
+                        kept: outcome.kept.take(),
+                        buried: std::mem::take(&mut outcome.buried),
+                        jobs: Vec::new(),
+                        replicated: Ok(()),
+                    };
+                    (Ok(outcome), Ok(side))
+                }
+                Err(error) => (Err(error), Err(Error::Closed)),
+            };
+            if let Err(Ok(outcome)) = caller.send(for_caller) {
+                if let Ok(side) = &mut side {
+                    side.jobs = outcome.jobs;
+                }
+            }
+            let _ = shared.inbox.send(Event::Claimed {
+                request,
+                sent,
+                received,
+                result: side,
+            });
+        }
+        None => {
+            let _ = shared.inbox.send(Event::Claimed {
+                request,
+                sent,
+                received,
+                result,
+            });
+        }
+    }
+}
+
+/// Runs the claim script.
+async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<Outcome, Error> {
+    let keys = &setup.partitions[request.partition as usize];
+    let lease_ms = millis_up(setup.lease);
+    let token = random_id();
+    let (baton, min_due) = match request.with {
+        With::Nothing => (String::new(), 2),
+        With::Rescue => ("r".to_owned(), 1),
+        With::Start => (String::new(), 1),
+        With::Baton(at_ms) => (at_ms.to_string(), 1),
+    };
+    let (ack_id, ack_token) = match &request.ack {
+        Some((id, token)) => (arg(id.as_str()), arg(token)),
+        None => (Vec::new(), Vec::new()),
+    };
+    let args = vec![
+        arg(&request.n.to_string()),
+        arg(&lease_ms.to_string()),
+        arg(&setup.max_attempts.to_string()),
+        arg(&token),
+        arg(&baton),
+        arg(&KEEP_HORIZON.as_millis().to_string()),
+        arg(&min_due.to_string()),
+        ack_id,
+        ack_token,
+    ];
+    let (reply, replicated): (Vec<Value>, _) = setup
+        .conn
+        .eval_replicated(&scripts::CLAIM_SCRIPT, &keys.ordered, args, true)
+        .await?;
+    let mut fields = reply.into_iter();
+    let now_ms: i64 = parse(fields.next())?;
+    let acked: i64 = parse(fields.next())?;
+    let _next: i64 = parse(fields.next())?;
+    let kept: i64 = parse(fields.next())?;
+    let buried: Vec<String> = parse(fields.next())?;
+    let flat: Vec<Value> = parse(fields.next())?;
+    let mut jobs = Vec::with_capacity(flat.len() / 6);
+    let mut flat = flat.into_iter();
+    while let Some(id) = flat.next() {
+        let id: String = parse(Some(id))?;
+        let payload: Vec<u8> = parse(flat.next())?;
+        let deadline_ms: u64 = parse(flat.next())?;
+        let attempt: u32 = parse(flat.next())?;
+        let expired: i64 = parse(flat.next())?;
+        let token: String = parse(flat.next())?;
+        jobs.push(Claimed {
+            partition: request.partition,
+            id: JobId::from(id),
+            payload,
+            deadline_ms,
+            attempt,
+            token,
+            lease: Duration::from_millis(lease_ms),
+            sent,
+            expired: expired == 1,
+        });
+    }
+    Ok(Outcome {
+        now_ms: u64::try_from(now_ms).unwrap_or(0),
+        acked: match acked {
+            1 => Some(true),
+            0 => Some(false),
+            _ => None,
+        },
+        kept: u64::try_from(kept).ok(),
+        buried,
+        jobs,
+        replicated,
+    })
+}
+
+/// One blocking connection: to the single Redis for all partitions, or to
+/// one partition's master on a cluster.
+struct Blocker {
+    partitions: Vec<u32>,
+    markers: Vec<String>,
+    conn: Option<MultiplexedConnection>,
+    /// Bumped on every new connection and every call, so that late
+    /// answers to abandoned ones are ignored.
+    generation: u64,
+    phase: Phase,
+    /// Empty replies in a row (for the probe).
+    empty: u32,
+    /// The connection was lost (a rescue is due once it is back).
+    lost: bool,
+    backoff: Duration,
+}
+
+enum Phase {
+    /// Connected, no call outstanding.
+    Idle,
+    /// A `BZPOPMIN` is outstanding; no reply by `deadline` means the
+    /// connection is dead.
+    Blocking {
+        task: JoinHandle<()>,
+        deadline: Instant,
+    },
+    Connecting {
+        task: JoinHandle<()>,
+    },
+    /// Waiting to reconnect.
+    Backoff {
+        until: Instant,
+    },
+}
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+struct Waker {
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedReceiver<Event>,
+    blockers: Vec<Blocker>,
+    started: bool,
+    probe_next: u32,
+}
+
+impl Waker {
+    fn new(shared: Arc<Shared>, events: mpsc::UnboundedReceiver<Event>) -> Waker {
+        let setup = &shared.setup;
+        let all: Vec<u32> = (0..setup.partitions.len() as u32).collect();
+        let groups: Vec<Vec<u32>> = if setup.conn.is_single() {
+            vec![all]
+        } else {
+            all.into_iter().map(|p| vec![p]).collect()
+        };
+        let blockers = groups
+            .into_iter()
+            .map(|partitions| Blocker {
+                markers: partitions
+                    .iter()
+                    .map(|&p| setup.partitions[p as usize].marker().to_owned())
+                    .collect(),
+                partitions,
+                conn: None,
+                generation: 0,
+                phase: Phase::Backoff {
+                    until: Instant::now(),
+                },
+                empty: 0,
+                lost: false,
+                backoff: FIRST_BACKOFF,
+            })
+            .collect();
+        Waker {
+            shared,
+            events,
+            blockers,
+            started: false,
+            probe_next: 0,
+        }
+    }
+
+    async fn run(mut self) {
+        loop {
+            let wake_at = self.step();
+            let notified = self.shared.notify.notified();
+            let sleep = async {
+                match wake_at {
+                    Some(at) => tiered_timer::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                event = self.events.recv() => match event {
+                    Some(event) => self.handle(event),
+                    None => return,
+                },
+                () = notified => {}
+                () = sleep => {}
+            }
+        }
+    }
+
+    /// Does what is due now; returns when to look again.
+    fn step(&mut self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut wake_at: Option<Instant> = None;
+        let mut soonest = |at: Instant| {
+            wake_at = Some(wake_at.map_or(at, |w: Instant| w.min(at)));
+        };
+        let (demand, closed) = {
+            let mut state = self.shared.lock();
+            (state.demand(), state.closed)
+        };
+        // The first claim of this handle: read every partition once.
+        if demand > 0 && !self.started && !closed {
+            self.started = true;
+            for p in 0..self.shared.setup.partitions.len() as u32 {
+                self.start_claim(p, With::Start);
+            }
+        }
+        self.fire_batons(now, closed, &mut soonest);
+        self.release_stale_buffer(now, &mut soonest);
+        // Keep a blocking call outstanding while workers wait, unless a
+        // baton held here comes due soon anyway (an earlier event meanwhile
+        // goes to another waiting worker, if any).
+        let waiting = {
+            let mut state = self.shared.lock();
+            let soon = now + KEEP_HORIZON;
+            state.demand() > 0
+                && !state
+                    .batons
+                    .iter()
+                    .any(|b| b.fire_at.is_none_or(|at| at <= soon))
+        } && !closed;
+        for index in 0..self.blockers.len() {
+            match self.blockers[index].phase {
+                Phase::Idle if waiting => self.block(index),
+                Phase::Idle => {}
+                Phase::Blocking { deadline, .. } => {
+                    if deadline <= now {
+                        self.lose(
+                            index,
+                            format!(
+                                "no reply within the health check interval ({:?})",
+                                self.shared.setup.health_check
+                            ),
+                        );
+                    }
+                }
+                Phase::Connecting { .. } => {}
+                Phase::Backoff { until } => {
+                    if waiting && until <= now {
+                        self.connect(index);
+                    }
+                }
+            }
+            match self.blockers[index].phase {
+                Phase::Blocking { deadline, .. } => soonest(deadline),
+                Phase::Backoff { until } if waiting => soonest(until.max(now)),
+                _ => {}
+            }
+        }
+        wake_at
+    }
+
+    /// Claims with the batons that are due while workers wait; hands back
+    /// those nobody here will use.
+    fn fire_batons(&mut self, now: Instant, closed: bool, soonest: &mut impl FnMut(Instant)) {
+        let mut fire = Vec::new();
+        let mut give_back = Vec::new();
+        {
+            let mut state = self.shared.lock();
+            let mut demand = state.demand();
+            let fast = state.comeback.is_none_or(|c| c <= LINGER);
+            let batons = std::mem::take(&mut state.batons);
+            for mut baton in batons {
+                let due = baton.fire_at.is_none_or(|at| at <= now);
+                if closed {
+                    give_back.push(baton);
+                } else if due && demand > 0 {
+                    let n = demand + self.shared.setup.prefetch;
+                    let reserved = demand;
+                    demand = 0;
+                    state.reserved += reserved;
+                    fire.push((baton, n, reserved));
+                } else if demand > 0 {
+                    // Workers wait: fire it on time.
+                    if let Some(at) = baton.fire_at {
+                        soonest(at);
+                    }
+                    state.batons.push(baton);
+                } else {
+                    // Nobody here waits: keep it only for a worker that
+                    // usually comes back within LINGER, only if it is due
+                    // soon, and only until LINGER past its time.
+                    let at = baton.fire_at.unwrap_or(now);
+                    if fast && at <= now + KEEP_HORIZON {
+                        let until = *baton.linger_until.get_or_insert(at.max(now) + LINGER);
+                        if until > now {
+                            soonest(until);
+                            state.batons.push(baton);
+                            continue;
+                        }
+                    }
+                    give_back.push(baton);
+                }
+            }
+        }
+        for (baton, n, reserved) in fire {
+            self.spawn_claim(ClaimRequest {
+                partition: baton.partition,
+                n,
+                with: With::Baton(baton.at_ms),
+                ack: None,
+                reserved,
+            });
+        }
+        for baton in give_back {
+            let shared = Arc::clone(&self.shared);
+            tokio::spawn(async move {
+                let result = shared.hand_back(&baton).await;
+                let _ = shared.inbox.send(Event::HandedBack { baton, result });
+            });
+        }
+    }
+
+    /// Releases prefetched jobs nobody took within half their lease.
+    fn release_stale_buffer(&mut self, now: Instant, soonest: &mut impl FnMut(Instant)) {
+        let mut stale = Vec::new();
+        {
+            let mut state = self.shared.lock();
+            let mut kept = VecDeque::new();
+            for (job, since) in state.buffer.drain(..) {
+                let limit = since + job.lease / 2;
+                if limit <= now {
+                    stale.push(job);
+                } else {
+                    soonest(limit);
+                    kept.push_back((job, since));
+                }
+            }
+            state.buffer = kept;
+        }
+        for job in stale {
+            let shared = Arc::clone(&self.shared);
+            tokio::spawn(async move {
+                match shared.release(&job).await {
+                    Ok(_) => {
+                        tracing::info!(queue = %shared.setup.name, job = %job.id, attempt = job.attempt, "prefetched job released: no worker took it within half its lease")
+                    }
+                    Err(error) => {
+                        tracing::warn!(queue = %shared.setup.name, job = %job.id, %error, "could not release a prefetched job; it comes back when its lease runs out")
+                    }
+                }
+            });
+        }
+    }
+
+    /// A claim for the waiting workers (or none), with `with`.
+    fn start_claim(&mut self, partition: u32, with: With) {
+        let (n, reserved) = {
+            let mut state = self.shared.lock();
+            let demand = state.demand();
+            state.reserved += demand;
+            (demand + self.shared.setup.prefetch, demand)
+        };
+        self.spawn_claim(ClaimRequest {
+            partition,
+            n,
+            with,
+            ack: None,
+            reserved,
+        });
+    }
+
+    fn spawn_claim(&self, request: ClaimRequest) {
+        tokio::spawn(run_claim(Arc::clone(&self.shared), request, None));
+    }
+
+    fn block(&mut self, index: usize) {
+        let health = self.shared.setup.health_check;
+        let margin = (health / 5).min(Duration::from_secs(1));
+        let block_for = health - margin;
+        let blocker = &mut self.blockers[index];
+        let Some(mut conn) = blocker.conn.clone() else {
+            return;
+        };
+        blocker.generation += 1;
+        let generation = blocker.generation;
+        let markers = blocker.markers.clone();
+        let inbox = self.shared.inbox.clone();
+        let task = tokio::spawn(async move {
+            let mut cmd = redis::cmd("BZPOPMIN");
+            cmd.arg(&markers)
+                .arg(format!("{:.3}", block_for.as_secs_f64()));
+            let result = match cmd
+                .query_async::<Option<(String, String, f64)>>(&mut conn)
+                .await
+            {
+                Ok(Some((key, _, score))) => Ok(Some((key, score.max(0.0) as u64))),
+                Ok(None) => Ok(None),
+                Err(error) => Err(Error::Redis(error)),
+            };
+            let _ = inbox.send(Event::Popped {
+                blocker: index,
+                generation,
+                result,
+            });
+        });
+        blocker.phase = Phase::Blocking {
+            task,
+            deadline: Instant::now() + health,
+        };
+    }
+
+    fn connect(&mut self, index: usize) {
+        let blocker = &mut self.blockers[index];
+        blocker.generation += 1;
+        let generation = blocker.generation;
+        let shared = Arc::clone(&self.shared);
+        let marker = blocker.markers[0].clone();
+        let task = tokio::spawn(async move {
+            let result = shared.setup.conn.blocking_connection(&marker).await;
+            let _ = shared.inbox.send(Event::Connected {
+                blocker: index,
+                generation,
+                result,
+            });
+        });
+        blocker.phase = Phase::Connecting { task };
+    }
+
+    /// A blocking connection is gone or silent: drop it, and the command
+    /// connection with it (the path is in doubt); reconnect soon.
+    fn lose(&mut self, index: usize, why: String) {
+        let blocker = &mut self.blockers[index];
+        if let Phase::Blocking { task, .. } | Phase::Connecting { task } = &blocker.phase {
+            task.abort();
+        }
+        blocker.conn = None;
+        blocker.generation += 1;
+        if !blocker.lost {
+            tracing::warn!(queue = %self.shared.setup.name, partitions = ?blocker.partitions, error = %why, "wake-up connection lost; reconnecting");
+        }
+        blocker.lost = true;
+        blocker.phase = Phase::Backoff {
+            until: Instant::now(),
+        };
+        self.shared.setup.conn.reset();
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Claimed {
+                request,
+                sent,
+                received,
+                result,
+            } => self.claimed(request, sent, received, result),
+            Event::Popped {
+                blocker,
+                generation,
+                result,
+            } => {
+                if self.blockers[blocker].generation != generation {
+                    return;
+                }
+                match result {
+                    Ok(Some((key, at_ms))) => {
+                        let b = &mut self.blockers[blocker];
+                        b.phase = Phase::Idle;
+                        b.empty = 0;
+                        if let Some(i) = b.markers.iter().position(|m| *m == key) {
+                            let partition = b.partitions[i];
+                            self.hold(partition, at_ms);
+                        }
+                    }
+                    Ok(None) => {
+                        let b = &mut self.blockers[blocker];
+                        b.phase = Phase::Idle;
+                        b.empty += 1;
+                        if b.empty % PROBE_EVERY == 0 {
+                            let partitions = b.partitions.clone();
+                            let p = partitions[self.probe_next as usize % partitions.len()];
+                            self.probe_next = self.probe_next.wrapping_add(1);
+                            self.probe(p);
+                        }
+                    }
+                    Err(error) => self.lose(blocker, error.to_string()),
+                }
+            }
+            Event::Connected {
+                blocker,
+                generation,
+                result,
+            } => {
+                if self.blockers[blocker].generation != generation {
+                    return;
+                }
+                match result {
+                    Ok(conn) => {
+                        let b = &mut self.blockers[blocker];
+                        b.conn = Some(conn);
+                        b.phase = Phase::Idle;
+                        b.backoff = FIRST_BACKOFF;
+                        let partitions = b.partitions.clone();
+                        if b.lost {
+                            b.lost = false;
+                            tracing::info!(queue = %self.shared.setup.name, partitions = ?partitions, "wake-up connection re-established; reading Redis again");
+                            for p in partitions {
+                                self.start_claim(p, With::Rescue);
+                            }
+                        } else {
+                            tracing::debug!(queue = %self.shared.setup.name, partitions = ?partitions, "wake-up connection established");
+                        }
+                    }
+                    Err(error) => {
+                        let b = &mut self.blockers[blocker];
+                        tracing::warn!(queue = %self.shared.setup.name, partitions = ?b.partitions, %error, retry_in = ?b.backoff, "could not open a wake-up connection");
+                        b.lost = true;
+                        b.phase = Phase::Backoff {
+                            until: Instant::now() + b.backoff,
+                        };
+                        b.backoff = (b.backoff * 2).min(MAX_BACKOFF);
+                        // With no working wake-up connection left, waiting
+                        // workers hear why.
+                        let healthy = self
+                            .blockers
+                            .iter()
+                            .any(|b| matches!(b.phase, Phase::Idle | Phase::Blocking { .. }));
+                        if !healthy {
+                            let message = error.to_string();
+                            let mut state = self.shared.lock();
+                            let reserved = state.reserved;
+                            if reserved == 0 {
+                                state.fail_waiters(|| match &error {
+                                    Error::Timeout { after } => Error::Timeout { after: *after },
+                                    _ => Error::Redis(redis::RedisError::from((
+                                        redis::ErrorKind::Io,
+                                        "cannot reach Redis for wake-ups",
+                                        message.clone(),
+                                    ))),
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            Event::Probed { partition, result } => {
+                let Ok(Some(raw)) = result else {
+                    return;
+                };
+                let armed = raw
+                    .split(' ')
+                    .next()
+                    .and_then(|armed| armed.parse::<u64>().ok());
+                let offset = self.shared.lock().offset;
+                let stale = match (armed, offset) {
+                    (Some(armed), Some(offset)) => offset.local_at(armed) + GRACE <= Instant::now(),
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                };
+                if stale {
+                    tracing::info!(queue = %self.shared.setup.name, partition, "the wake-up chain head is stale (its holder is gone?); re-arming it");
+                    self.start_claim(partition, With::Rescue);
+                }
+            }
+            Event::HandedBack { baton, result } => {
+                if let Err(error) = result {
+                    tracing::warn!(queue = %self.shared.setup.name, partition = baton.partition, %error, "could not hand a wake-up baton back; keeping it");
+                    let mut state = self.shared.lock();
+                    state.batons.push(Baton {
+                        fire_at: Some(Instant::now() + Duration::from_millis(100)),
+                        linger_until: None,
+                        ..baton
+                    });
+                }
+            }
+        }
+    }
+
+    /// Holds a baton popped or passed back for `partition` at `at_ms`.
+    fn hold(&mut self, partition: u32, at_ms: u64) {
+        let mut state = self.shared.lock();
+        let fire_at = state.offset.map(|o| o.local_at(at_ms));
+        state.batons.push(Baton {
+            partition,
+            at_ms,
+            fire_at,
+            linger_until: None,
+        });
+    }
+
+    fn probe(&self, partition: u32) {
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            let keys = &shared.setup.partitions[partition as usize];
+            let mut cmd = redis::cmd("HGET");
+            cmd.arg(keys.job()).arg("m");
+            let result = shared.setup.conn.query::<Option<String>>(&cmd).await;
+            let _ = shared.inbox.send(Event::Probed { partition, result });
+        });
+    }
+
+    fn claimed(
+        &mut self,
+        request: ClaimRequest,
+        sent: Instant,
+        received: Instant,
+        result: Result<Outcome, Error>,
+    ) {
+        let name = &self.shared.setup.name;
+        let partition = request.partition;
+        let mut state = self.shared.lock();
+        state.reserved = state.reserved.saturating_sub(request.reserved);
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::debug!(queue = %name, partition, %error, "claim failed");
+                // The baton is not lost with the claim: retry it soon.
+                if let With::Baton(at_ms) = request.with {
+                    state.batons.push(Baton {
+                        partition,
+                        at_ms,
+                        fire_at: Some(Instant::now() + Duration::from_millis(100)),
+                        linger_until: None,
+                    });
+                }
+                if request.reserved > 0 {
+                    let message = error.to_string();
+                    state.fail_waiters(|| match &error {
+                        Error::Timeout { after } => Error::Timeout { after: *after },
+                        _ => Error::Redis(redis::RedisError::from((
+                            redis::ErrorKind::Io,
+                            "claim failed",
+                            message.clone(),
+                        ))),
+                    });
+                }
+                drop(state);
+                self.notify();
+                return;
+            }
+        };
+        if outcome.now_ms > 0 && received.duration_since(sent) < Duration::from_secs(1) {
+            state.offset = Some(Offset {
+                redis_ms: outcome.now_ms,
+                local: received,
+            });
+        }
+        for id in &outcome.buried {
+            tracing::warn!(queue = %name, job = %id, attempts = self.shared.setup.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
+        }
+        if let Some(at_ms) = outcome.kept {
+            let fire_at = state.offset.map(|o| o.local_at(at_ms));
+            state.batons.push(Baton {
+                partition,
+                at_ms,
+                fire_at,
+                linger_until: None,
+            });
+        }
+        let mut jobs: VecDeque<Claimed> = outcome.jobs.into();
+        if let Err(error) = outcome.replicated {
+            // Not on a replica: a failover could hand these jobs to
+            // another worker while ours works on them. Hand them back.
+            for job in jobs.drain(..) {
+                let shared = Arc::clone(&self.shared);
+                tokio::spawn(async move {
+                    let _ = shared.release(&job).await;
+                });
+            }
+            if request.reserved > 0 {
+                let (replicas, wanted, within) = match error {
+                    Error::NotReplicated {
+                        replicas,
+                        wanted,
+                        within,
+                    } => (replicas, wanted, within),
+                    _ => (0, 0, Duration::ZERO),
+                };
+                if let Some(waiter) = state.waiters.pop_front() {
+                    let _ = waiter.tx.send(Err(Error::NotReplicated {
+                        replicas,
+                        wanted,
+                        within,
+                    }));
+                }
+            }
+        }
+        let left = state.serve(jobs);
+        let now = Instant::now();
+        state.buffer.extend(left.into_iter().map(|job| (job, now)));
+        drop(state);
+        self.notify();
+    }
+
+    fn notify(&self) {
+        self.shared.notify.notify_one();
+    }
+}
+
+impl Drop for Blocker {
+    fn drop(&mut self) {
+        if let Phase::Blocking { task, .. } | Phase::Connecting { task } = &self.phase {
+            task.abort();
+        }
     }
 }

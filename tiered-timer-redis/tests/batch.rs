@@ -47,10 +47,10 @@ async fn due_scores(server: &RedisServer, name: &str, partitions: u32) -> HashMa
         } else {
             format!("{{{name}#{p}}}")
         };
-        let members: Vec<(String, u64)> = redis::cmd("ZRANGE")
-            .arg(format!("ttr:{tag}:due"))
-            .arg(0)
-            .arg(-1)
+        let members: Vec<(String, u64)> = redis::cmd("ZRANGEBYSCORE")
+            .arg(format!("ttr:{tag}:timeline"))
+            .arg("-inf")
+            .arg(format!("({}", support::LEASED))
             .arg("WITHSCORES")
             .query_async(&mut conn)
             .await
@@ -62,11 +62,14 @@ async fn due_scores(server: &RedisServer, name: &str, partitions: u32) -> HashMa
 
 /// How many `PUBLISH`es Redis has run, in scripts or not (`INFO
 /// commandstats`).
-fn publishes(server: &RedisServer) -> u64 {
-    let info = server.cli(&["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_publish:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+/// How many wake-up batons wait in queue `orders`' marker set (each
+/// wakes one worker; with no worker waiting, none is taken).
+fn batons(server: &RedisServer) -> u64 {
+    server
+        .cli(&["ZCARD", "ttr:{orders}:marker"])
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 // 2 500 jobs on one partition are three scripts; every delay counts from
@@ -119,7 +122,7 @@ async fn partitions_on_one_redis_share_the_call_s_now() {
     assert_eq!(due.len(), 1, "{due:?}");
     for p in 0..3 {
         let n: u64 = server
-            .cli(&["ZCARD", &format!("ttr:{{mail#{p}}}:due")])
+            .cli(&["ZCARD", &format!("ttr:{{mail#{p}}}:timeline")])
             .trim()
             .parse()
             .unwrap();
@@ -180,7 +183,7 @@ async fn a_bad_job_anywhere_in_a_call_writes_nothing() {
 
     // A payload hash of the wrong type makes the script fail: before any
     // job of the chunk is in the due set.
-    server.cli(&["SET", "ttr:{orders}:payload", "not a hash"]);
+    server.cli(&["SET", "ttr:{orders}:job", "not a hash"]);
     let failed = queue.schedule_many((0..500).map(|_| ok())).await;
     assert!(matches!(failed, Err(Error::Redis(_))), "{failed:?}");
     assert_eq!(
@@ -191,30 +194,24 @@ async fn a_bad_job_anywhere_in_a_call_writes_nothing() {
     assert_eq!(server.job_keys().as_str(), "1");
 }
 
-// One PUBLISH per chunk at most, and only when the chunk brings a new
-// earliest job. (Scheduled one script per job, the descending delays below
-// would publish once per job.)
+// One wake-up baton per chunk at most, and only when the chunk brings a
+// new earliest job. (Scheduled one script per job, the descending delays
+// below would arm one per job.)
 #[tokio::test]
 async fn one_wake_up_per_chunk_and_only_for_a_new_earliest_job() {
     let server = RedisServer::start();
     let queue = connect(&server, "orders", 1).await;
     let descending = |n: u64| (0..n).map(move |i| (HOUR + Duration::from_millis(n - i), "x"));
-    let published = publishes(&server);
     queue.schedule_many(descending(2500)).await.unwrap();
-    assert_eq!(
-        publishes(&server) - published,
-        3,
-        "three chunks, three new earliest jobs"
-    );
+    assert_eq!(batons(&server), 3, "three chunks, three new earliest jobs");
 
     // Later than the earliest: nothing to announce.
-    let published = publishes(&server);
     queue.schedule_many(descending(1000)).await.unwrap();
     queue
         .schedule_many_at([(SystemTime::now() + 2 * HOUR, "later")])
         .await
         .unwrap();
-    assert_eq!(publishes(&server) - published, 0);
+    assert_eq!(batons(&server), 3);
 
     // A waiting worker sleeps until the hour is up, unless a batch with an
     // earlier job wakes it.
@@ -223,11 +220,9 @@ async fn one_wake_up_per_chunk_and_only_for_a_new_earliest_job() {
         tokio::spawn(async move { queue.next().await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let published = publishes(&server);
     let mut jobs: Vec<_> = (0..999).map(|_| (HOUR, "hour")).collect();
     jobs.push((Duration::from_millis(50), "soon"));
     let ids = queue.schedule_many(jobs).await.unwrap();
-    assert_eq!(publishes(&server) - published, 1);
     let job = tokio::time::timeout(WAIT, worker)
         .await
         .expect("the batch woke the worker")
@@ -239,18 +234,17 @@ async fn one_wake_up_per_chunk_and_only_for_a_new_earliest_job() {
 }
 
 // A chunk also closes at about 4 MiB of payload: ten jobs of 512 KiB are
-// two scripts (eight, then two), so two wake-ups for descending times.
+// two scripts (eight, then two), so two batons for descending times.
 #[tokio::test]
 async fn big_payloads_make_smaller_chunks() {
     let server = RedisServer::start();
     let queue = connect(&server, "orders", 1).await;
     let big = vec![7u8; 512 * 1024];
-    let published = publishes(&server);
     let ids = queue
         .schedule_many((0..10u64).map(|i| (HOUR + Duration::from_millis(10 - i), big.clone())))
         .await
         .unwrap();
-    assert_eq!(publishes(&server) - published, 2);
+    assert_eq!(batons(&server), 2);
     let scores = due_scores(&server, "orders", 1).await;
     let base = scores[&ids[0]] - 10;
     for (i, id) in ids.iter().enumerate() {
@@ -317,12 +311,11 @@ async fn schedule_many_with_ids_is_idempotent() {
         ("b", &b"b2"[..], 1)
     );
     b.ack().await.unwrap();
-    let left = server.cli(&["KEYS", "ttr:{fresh}:*"]);
-    assert!(
-        left.lines()
-            .all(|k| k.ends_with(":config") || k.ends_with(":marker")),
-        "{left}"
-    );
+    // Nothing left of the jobs: the job hash holds only the partition's
+    // wake-up state, if anything.
+    let left = server.cli(&["HKEYS", "ttr:{fresh}:job"]);
+    assert!(left.lines().all(|f| f.is_empty() || f == "m"), "{left}");
+    assert_eq!(server.cli(&["EXISTS", "ttr:{fresh}:timeline"]).trim(), "0");
 }
 
 // Before Redis 6.2 there is no ZMSCORE: the script looks ids up one by
@@ -344,7 +337,7 @@ async fn ids_are_looked_up_without_zmscore_too() {
     again.push(("order-new".into(), HOUR, "new"));
     assert_eq!(queue.schedule_many_with_ids(again).await.unwrap(), 1);
     assert_eq!(queue.pending().await.unwrap(), 1201);
-    let payload = server.cli(&["HGET", "ttr:{orders}:payload", "order-5"]);
+    let payload = server.cli(&["HGET", "ttr:{orders}:job", "porder-5"]);
     assert_eq!(payload.trim(), "first");
 }
 
@@ -380,7 +373,6 @@ async fn batched_jobs_are_never_early() {
             .as_nanos();
         expected.insert(id.clone(), ns.div_ceil(1_000_000) as u64);
     }
-    let mut conn = conn(&server).await;
     for _ in 0..ids.len() + delayed.len() {
         let job = tokio::time::timeout(WAIT, queue.next())
             .await
@@ -399,12 +391,9 @@ async fn batched_jobs_are_never_early() {
                 assert!(deadline_ms >= before_us.div_ceil(1000) + delay_ms);
             }
         }
-        let expiry: u64 = redis::cmd("ZSCORE")
-            .arg("ttr:{orders}:leased")
-            .arg(job.id().as_str())
-            .query_async(&mut conn)
+        let expiry = support::lease_expiry_ms(&server.url(), "orders", job.id().as_str())
             .await
-            .unwrap();
+            .expect("leased");
         let claimed_at = expiry - lease.as_millis() as u64;
         assert!(
             claimed_at >= deadline_ms,
@@ -418,11 +407,6 @@ async fn batched_jobs_are_never_early() {
 async fn an_empty_batch_sends_nothing() {
     let server = RedisServer::start();
     let queue = connect(&server, "orders", 1).await;
-    support::eventually("the wake-up subscription", WAIT, || {
-        let n = server.cli(&["PUBSUB", "NUMSUB", "ttr:{orders}:wake"]);
-        async move { n.lines().nth(1) == Some("1") }
-    })
-    .await;
     let before = server.commands_processed();
     let none: Vec<(Duration, Vec<u8>)> = Vec::new();
     assert!(queue.schedule_many(none).await.unwrap().is_empty());

@@ -15,16 +15,12 @@ async fn queue(server: &RedisServer, lease: Duration) -> Queue {
     support::queue(server, lease, 3).await
 }
 
-/// The score of `id` in one of the queue's sorted sets.
+/// `id`'s due time (`"due"`, while waiting) or lease expiry (`"leased"`).
 async fn score(server: &RedisServer, set: &str, id: &JobId) -> Option<u64> {
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("ZSCORE")
-        .arg(format!("ttr:{{orders}}:{set}"))
-        .arg(id.as_str())
-        .query_async(&mut conn)
-        .await
-        .unwrap()
+    match set {
+        "due" => support::due_ms(&server.url(), "orders", id.as_str()).await,
+        _ => support::lease_expiry_ms(&server.url(), "orders", id.as_str()).await,
+    }
 }
 
 /// A job's deadline in ms since the epoch (the unit of the due scores).
@@ -482,20 +478,10 @@ async fn schedule_many_schedules_every_job() {
     assert_eq!(small.pending().await.unwrap(), 0);
 }
 
-/// The fields the queue's hashes hold for `id`: payload, attempt, deadline.
+/// The fields the queue's job hash holds for `id`: payload, attempt,
+/// deadline.
 async fn stored(server: &RedisServer, id: &JobId) -> [bool; 3] {
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let mut out = [false; 3];
-    for (slot, hash) in out.iter_mut().zip(["payload", "attempt", "deadline"]) {
-        *slot = redis::cmd("HEXISTS")
-            .arg(format!("ttr:{{orders}}:{hash}"))
-            .arg(id.as_str())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-    }
-    out
+    support::stored_fields(server, "orders", id.as_str())
 }
 
 // Memory per pending job: a waiting job is its due score and its payload;

@@ -18,14 +18,7 @@ async fn queue(server: &RedisServer, lease: Duration) -> Queue {
 
 /// The lease expiry of `id` (ms, Redis' clock), if it is leased.
 async fn lease_expiry(server: &RedisServer, id: &JobId) -> Option<u64> {
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("ZSCORE")
-        .arg("ttr:{orders}:leased")
-        .arg(id.as_str())
-        .query_async(&mut conn)
-        .await
-        .unwrap()
+    support::lease_expiry_ms(&server.url(), "orders", id.as_str()).await
 }
 
 /// Every delivery: the job, its attempt, and Redis' time of the claim.
@@ -37,16 +30,11 @@ fn recording_worker(queue: Queue, server_url: String) -> (Deliveries, tokio::tas
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
     let task = tokio::spawn(async move {
-        let client = redis::Client::open(server_url).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         loop {
             let job = queue.next().await.expect("next");
-            let expiry: u64 = redis::cmd("ZSCORE")
-                .arg("ttr:{orders}:leased")
-                .arg(job.id().as_str())
-                .query_async(&mut conn)
+            let expiry = support::lease_expiry_ms(&server_url, "orders", job.id().as_str())
                 .await
-                .unwrap();
+                .expect("leased");
             let claimed_at = expiry - job.lease().as_millis() as u64;
             record
                 .lock()
@@ -223,7 +211,7 @@ async fn keep_alive_stops_the_work_and_reports_a_lost_lease() {
     };
     let steal = async {
         tokio::time::sleep(lease / 2).await;
-        server.cli(&["HSET", "ttr:{orders}:token", id.as_str(), "someone-else"]);
+        support::steal_lease(&server, "orders", id.as_str());
         std::future::pending::<()>().await
     };
     let started = tokio::time::Instant::now();

@@ -1,6 +1,6 @@
-//! No polling: a waiting worker sleeps until the earliest due time and is
-//! woken by pub/sub for earlier jobs; a lost notification costs one
-//! re-read.
+//! No polling: a waiting worker blocks on the wake-up baton and sleeps
+//! until its time, and is woken for earlier jobs; a lost wake-up
+//! connection costs one re-read.
 
 mod support;
 
@@ -85,7 +85,7 @@ async fn idle_workers_send_almost_no_commands() {
 }
 
 #[tokio::test]
-async fn a_lost_notification_costs_one_reread() {
+async fn a_lost_wake_up_connection_costs_one_reread() {
     let server = RedisServer::start();
     let queue = Queue::connect(&server.url(), "lost").await.unwrap();
     queue
@@ -96,18 +96,24 @@ async fn a_lost_notification_costs_one_reread() {
         let queue = queue.clone();
         tokio::spawn(async move { queue.next().await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // Cut the subscription and schedule while it is down: the announcement
-    // is lost, and the worker is asleep for an hour.
-    let killed = server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
-    assert_eq!(killed.trim(), "1", "one subscription per queue");
+    support::eventually("the worker blocks on its baton", WAIT, || {
+        let blocked = support::blocked_client(&server);
+        async move { blocked.is_some() }
+    })
+    .await;
+    // Cut the wake-up connection and schedule while it is down: the
+    // worker holds a baton for an hour from now and is woken by nothing
+    // but its re-read after reconnecting.
+    let id = support::blocked_client(&server).unwrap();
+    let killed = server.cli(&["CLIENT", "KILL", "ID", &id]);
+    assert_eq!(killed.trim(), "1");
     let soon = queue
         .schedule(Duration::ZERO, b"soon".to_vec())
         .await
         .unwrap();
     let job = tokio::time::timeout(WAIT, worker)
         .await
-        .expect("the worker re-read after the subscription came back")
+        .expect("the worker re-read after the connection came back")
         .unwrap()
         .unwrap();
     assert_eq!(job.id(), &soon);

@@ -31,7 +31,7 @@ async fn next(queue: &Queue) -> Job {
 /// The stored last error of `id` in queue `orders` (one partition).
 fn stored_error(server: &RedisServer, id: &str) -> String {
     server
-        .cli(&["HGET", "ttr:{orders}:error", id])
+        .cli(&["HGET", "ttr:{orders}:job", &format!("e{id}")])
         .trim()
         .to_owned()
 }
@@ -153,7 +153,7 @@ async fn stats_are_summed_over_partitions_and_given_per_partition() {
         assert_eq!(part.partition, Some(p as u32));
         assert!(part.partitions.is_empty());
         let zcard: u64 = server
-            .cli(&["ZCARD", &format!("ttr:{{orders#{p}}}:due")])
+            .cli(&["ZCARD", &format!("ttr:{{orders#{p}}}:timeline")])
             .trim()
             .parse()
             .unwrap();
@@ -188,7 +188,7 @@ async fn fail_retries_after_a_backoff_then_dies_with_the_reason() {
     assert_eq!(stored_error(&server, "order-7"), "provider down");
     // Due again 1 s (the first backoff) after the failure, by Redis' clock.
     let due: u64 = server
-        .cli(&["ZSCORE", "ttr:{orders}:due", "order-7"])
+        .cli(&["ZSCORE", "ttr:{orders}:timeline", "order-7"])
         .trim()
         .parse()
         .unwrap();
@@ -428,9 +428,7 @@ async fn dead_letters_are_listed_newest_first_requeued_and_purged() {
     assert!(queue.purge(&JobId::from("d1")).await.unwrap());
     assert!(!queue.purge(&JobId::from("d1")).await.unwrap());
     assert_eq!(
-        server
-            .cli(&["HEXISTS", "ttr:{orders}:payload", "d1"])
-            .trim(),
+        server.cli(&["HEXISTS", "ttr:{orders}:job", "pd1"]).trim(),
         "0"
     );
     assert_eq!(stored_error(&server, "d1"), "");

@@ -122,7 +122,7 @@ async fn release_hands_a_job_back_at_once_without_counting_the_attempt() {
     assert!(queue.dead_letters(10).await.unwrap().is_empty());
 
     // A release after the lease was lost changes nothing.
-    server.cli(&["HSET", "ttr:{orders}:token", id.as_str(), "someone-else"]);
+    support::steal_lease(&server, "orders", id.as_str());
     match again.release().await {
         Err(Error::LeaseExpired { id: lost }) => assert_eq!(lost, id),
         other => panic!("expected LeaseExpired, got {other:?}"),

@@ -109,20 +109,15 @@ async fn skewed_client() {
             .unwrap();
         expected.push((id, before + delay));
     }
-    let client = redis::Client::open(url.as_str()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     for _ in &delays {
         let job = tokio::time::timeout(Duration::from_secs(20), queue.next())
             .await
             .expect("delivered")
             .unwrap();
         let (_, earliest) = expected.iter().find(|(id, _)| id == job.id()).unwrap();
-        let expiry: u64 = redis::cmd("ZSCORE")
-            .arg("ttr:{skewed}:leased")
-            .arg(job.id().as_str())
-            .query_async(&mut conn)
+        let expiry = support::lease_expiry_ms(&url, "skewed", job.id().as_str())
             .await
-            .unwrap();
+            .expect("leased");
         let claimed_at = expiry - lease.as_millis() as u64;
         println!(
             "job {} due >= {earliest}, claimed at {claimed_at} (Redis ms)",

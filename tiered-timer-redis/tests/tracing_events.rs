@@ -158,30 +158,43 @@ async fn redelivery_dead_letters_and_the_rest_are_traced() {
     assert_eq!(released.len(), 1, "{released:?}");
     assert_eq!(field(&released[0], "job"), kept.as_str());
     assert_eq!(capture.find("lease extended").len(), 1);
-    assert_eq!(capture.find("subscription established").len(), 1);
+    assert_eq!(capture.find("wake-up connection established").len(), 1);
 }
 
 #[tokio::test]
-async fn a_lost_subscription_is_traced_as_a_reconnect() {
+async fn a_lost_wake_up_connection_is_traced_as_a_reconnect() {
     let capture = Capture::default();
     let _guard = tracing::subscriber::set_default(capture.clone());
     let server = RedisServer::start();
     let queue = Queue::connect(&server.url(), "traced").await.unwrap();
-    eventually("subscribed", Duration::from_secs(20), || {
-        let n = capture.find("subscription established").len();
+    let waiting = {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.next().await })
+    };
+    eventually("connected", Duration::from_secs(20), || {
+        let n = capture.find("wake-up connection established").len();
         async move { n == 1 }
     })
     .await;
-    server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    support::eventually("blocked", Duration::from_secs(20), || {
+        let id = support::blocked_client(&server);
+        async move { id.is_some() }
+    })
+    .await;
+    let id = support::blocked_client(&server).unwrap();
+    server.cli(&["CLIENT", "KILL", "ID", &id]);
     eventually("lost and re-established", Duration::from_secs(20), || {
         let (lost, back) = (
-            capture.find("subscription lost").len(),
+            capture.find("wake-up connection lost").len(),
             capture.find("re-established").len(),
         );
         async move { lost == 1 && back == 1 }
     })
     .await;
-    assert_eq!(capture.find("subscription lost")[0].level, Level::WARN);
+    assert_eq!(
+        capture.find("wake-up connection lost")[0].level,
+        Level::WARN
+    );
     assert_eq!(
         capture.find("re-established")[0]
             .fields
@@ -189,6 +202,7 @@ async fn a_lost_subscription_is_traced_as_a_reconnect() {
             .map(String::as_str),
         Some("traced")
     );
+    waiting.abort();
     drop(queue);
 }
 

@@ -1,5 +1,13 @@
--- Acks a job: removes it for good. ARGV: id, token.
--- Returns 1, or 0 if the lease was lost (nothing changed).
-redis.call('ZREM', K_LEASED, id)
-forget(id)
+-- Acks a job: removes it for good, if this delivery still holds it (its
+-- token: nobody has claimed it since). The caller refuses an ack itself
+-- once the lease ran out by its own estimate (never later than Redis'
+-- expiry), so this needs no clock.
+--
+-- ARGV: id, token. Returns 1, or 0 if the lease was lost (nothing
+-- changed).
+local id, token = ARGV[1], ARGV[2]
+local _, held = parse_lease(redis.call('HGET', K_JOB, L(id)))
+if held ~= token then return 0 end
+redis.call('ZREM', K_TIMELINE, id)
+redis.call('HDEL', K_JOB, P(id), L(id), E(id))
 return 1

@@ -1,56 +1,147 @@
--- Claims the earliest claimable job: first a job whose lease ran out
--- (its worker died or overran), then the earliest due job.
+-- Claims up to `n` claimable jobs (first those whose lease ran out, then
+-- the earliest due), optionally after acking one, and passes the chain
+-- on: the next event (due time or lease expiry) gets a baton, unless
+-- someone holds one for it already.
 --
--- ARGV: lease ms, max attempts, token.
--- Returns `{1, id, payload, deadline, attempt, lease expiry, expired,
--- buried}` for a claimed job, `{0, wait, buried}` otherwise, where `wait`
--- is the time in ms from Redis' now until the earliest due time or lease
--- expiry (`-1`: none), `expired` is 1 if the job was taken back from a
--- lease that ran out (0 if it was waiting), and `buried` lists the ids
--- this call moved to the dead letters (for the caller's tracing).
-local lease, max_attempts, token = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local buried = {}
--- `due` is the job's score in the due set, or nil for a job taken back
--- from a lost lease. A waiting job's deadline is its due score (schedule,
--- retry, release and requeue all keep it so); it is written to the
--- deadline hash only while the job is leased, for a redelivery after a
--- lost lease or a release to read.
-local function deliver(id, expired, due)
-  local attempt = redis.call('HINCRBY', K_ATTEMPT, id, 1)
-  local expiry = now + lease
-  redis.call('ZADD', K_LEASED, string.format('%d', expiry), id)
-  redis.call('HSET', K_TOKEN, id, token)
-  local payload = redis.call('HGET', K_PAYLOAD, id) or ''
-  local deadline = due or tonumber(redis.call('HGET', K_DEADLINE, id) or now)
-  if due then redis.call('HSET', K_DEADLINE, id, string.format('%d', due)) end
-  return {1, id, payload, deadline, attempt, expiry, expired, buried}
+-- ARGV:
+--   1 n: the most jobs to claim
+--   2 lease (ms); 3 max attempts
+--   4 token prefix (a job's token is prefix.k)
+--   5 baton: the time of the baton the caller claims with; '' (none) or
+--     'r' (rescue: the caller may have lost one; re-arm in any case)
+--   6 keep (ms, or ''): the caller keeps the next baton itself if the
+--     next event is at most this far off
+--   7 min due: claim only if at least this many jobs are due (a claim
+--     without a baton leaves a lone due job to the baton's holder)
+--   8, 9 id and token of a job to ack first ('' for none)
+--
+-- Returns {now, acked, next, kept, buried, jobs}: acked is 1, 0 (the
+-- lease was lost: nothing else done) or -1 (nothing to ack); next is the
+-- time of the next event (-1: none); kept is the baton the caller now
+-- holds (-1: none); buried lists the ids this call moved to the dead
+-- letters; jobs is flat, six fields per job: id, payload, deadline,
+-- attempt, expired (1 if taken back from a lease that ran out), token.
+local n, lease, max_attempts, token = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local baton, keep, min_due = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local ack_id, ack_token = ARGV[8], ARGV[9]
+
+local acked = -1
+if ack_id ~= '' then
+  local _, held = parse_lease(redis.call('HGET', K_JOB, L(ack_id)))
+  if held ~= ack_token then return {now, 0, -1, -1, {}, {}} end
+  redis.call('ZREM', K_TIMELINE, ack_id)
+  redis.call('HDEL', K_JOB, P(ack_id), L(ack_id), E(ack_id))
+  acked = 1
 end
--- Expired leases first: their jobs have waited longest. Those out of
--- attempts go to the dead letters; bounded so one call stays short.
-for _ = 1, 64 do
-  local expired = redis.call('ZRANGEBYSCORE', K_LEASED, '-inf', now, 'LIMIT', 0, 1)
-  local id = expired[1]
-  if not id then break end
-  local attempt = tonumber(redis.call('HGET', K_ATTEMPT, id) or '0')
-  if attempt >= max_attempts then
-    bury(id, out_of_attempts(id, string.format('lease expired after %d attempt(s)', attempt)))
-    buried[#buried + 1] = id
+
+-- The earliest waiting jobs; the first one not taken gives the next due
+-- time.
+local first = redis.call('ZRANGE', K_TIMELINE, 0, n, 'WITHSCORES')
+local due_ids, due_at, next_due = {}, {}, nil
+for i = 1, #first, 2 do
+  local score = tonumber(first[i + 1])
+  if score >= LEASED then break end
+  if score <= now and #due_ids < n then
+    due_ids[#due_ids + 1] = first[i]
+    due_at[#due_ids] = score
   else
-    return deliver(id, 1)
+    next_due = score
+    break
   end
 end
-local due = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
-if due[1] then
-  redis.call('ZREM', K_DUE, due[1])
-  return deliver(due[1], 0, tonumber(due[2]))
+if #due_ids < min_due then
+  if due_at[1] then next_due = due_at[1] end
+  due_ids, due_at = {}, {}
 end
-local wait = -1
-local next_due = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
-if next_due[2] then wait = tonumber(next_due[2]) - now end
-local next_expiry = redis.call('ZRANGE', K_LEASED, 0, 0, 'WITHSCORES')
-if next_expiry[2] then
-  local w = tonumber(next_expiry[2]) - now
-  if wait < 0 or w < wait then wait = w end
+local want = {'m'}
+for _, id in ipairs(due_ids) do
+  want[#want + 1] = L(id)
+  want[#want + 1] = P(id)
 end
-if wait == 0 then wait = 1 end
-return {0, wait, buried}
+local got = redis.call('HMGET', K_JOB, unpack(want))
+local raw_meta = got[1]
+local armed, lease_lb = parse_meta(raw_meta)
+
+-- Leases that ran out come first (their jobs have waited longest); only
+-- looked for when the lower bound on lease expiries says there may be one.
+local deliveries, buried = {}, {}
+local recount = false
+if lease_lb and lease_lb <= now then
+  recount = true
+  local ids = redis.call('ZRANGEBYSCORE', K_TIMELINE, fmt(LEASED), fmt(LEASED + now), 'LIMIT', 0, n)
+  if #ids > 0 then
+    local fields = {}
+    for _, id in ipairs(ids) do
+      fields[#fields + 1] = L(id)
+      fields[#fields + 1] = P(id)
+    end
+    local values = redis.call('HMGET', K_JOB, unpack(fields))
+    for j, id in ipairs(ids) do
+      local attempts, _, deadline = parse_lease(values[2 * j - 1])
+      if attempts >= max_attempts then
+        bury(id, attempts, out_of_attempts(id, string.format('lease expired after %d attempt(s)', attempts)))
+        buried[#buried + 1] = id
+      else
+        deliveries[#deliveries + 1] = {id, attempts + 1, deadline or now, values[2 * j] or '', 1}
+      end
+    end
+  end
+end
+for j, id in ipairs(due_ids) do
+  if #deliveries >= n then
+    -- Left for later: the earliest of them is the next due time.
+    if not next_due or due_at[j] < next_due then next_due = due_at[j] end
+    break
+  end
+  local attempts = parse_lease(got[2 * j])
+  deliveries[#deliveries + 1] = {id, attempts + 1, due_at[j], got[2 * j + 1] or '', 0}
+end
+
+local expiry = now + lease
+local scored, fields, jobs = {}, {}, {}
+for k, d in ipairs(deliveries) do
+  local tok = token .. '.' .. k
+  scored[#scored + 1] = fmt(LEASED + expiry)
+  scored[#scored + 1] = d[1]
+  fields[#fields + 1] = L(d[1])
+  fields[#fields + 1] = d[2] .. ' ' .. tok .. ' ' .. fmt(d[3])
+  for _, v in ipairs({d[1], d[4], d[3], d[2], d[5], tok}) do jobs[#jobs + 1] = v end
+end
+if #scored > 0 then redis.call('ZADD', K_TIMELINE, unpack(scored)) end
+if recount then
+  local e = redis.call('ZRANGEBYSCORE', K_TIMELINE, fmt(LEASED), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  lease_lb = e[2] and tonumber(e[2]) - LEASED or nil
+elseif #deliveries > 0 and (not lease_lb or expiry < lease_lb) then
+  lease_lb = expiry
+end
+
+-- Pass the chain on, if it is ours to pass: we claimed (so the baton we
+-- used is spent), we were asked to, the caller's baton is the chain head,
+-- or the chain head is missing, stale, or later than an event we found.
+local nxt = next_due
+if lease_lb and (not nxt or lease_lb < nxt) then nxt = lease_lb end
+local ours = #deliveries > 0 or baton == 'r' or not armed or armed + GRACE <= now
+  or (nxt and nxt < armed) or tonumber(baton) == armed
+local kept = -1
+if ours then
+  if armed and tonumber(baton) ~= armed and (not nxt or armed < nxt) then
+    -- The chain head moves on without its baton having been used: the
+    -- baton, if nobody popped it yet, would wake someone for nothing.
+    redis.call('ZREM', K_MARKER, fmt(armed))
+  end
+  if not nxt then
+    armed = nil
+  elseif armed == nxt and baton ~= 'r' and tonumber(baton) ~= armed and armed + GRACE > now then
+    -- Someone else holds (or will pop) the baton for that very event.
+  else
+    armed = nxt
+    if keep and nxt <= now + keep then kept = nxt else put_baton(nxt) end
+  end
+end
+local m = meta(armed, lease_lb)
+if m ~= (raw_meta or '') then
+  fields[#fields + 1] = 'm'
+  fields[#fields + 1] = m
+end
+if #fields > 0 then redis.call('HSET', K_JOB, unpack(fields)) end
+return {now, acked, nxt or -1, kept, buried, jobs}

@@ -8,10 +8,11 @@ local rows = redis.call('ZREVRANGE', K_DEAD, offset, offset + count - 1, 'WITHSC
 local out = {now}
 for i = 1, #rows, 2 do
   local id = rows[i]
+  local fields = redis.call('HMGET', K_JOB, L(id), E(id))
   out[#out + 1] = id
   out[#out + 1] = tonumber(rows[i + 1])
-  out[#out + 1] = tonumber(redis.call('HGET', K_ATTEMPT, id) or '0')
-  out[#out + 1] = redis.call('HSTRLEN', K_PAYLOAD, id)
-  out[#out + 1] = redis.call('HGET', K_ERROR, id)
+  out[#out + 1] = parse_lease(fields[1])
+  out[#out + 1] = redis.call('HSTRLEN', K_JOB, P(id))
+  out[#out + 1] = fields[2]
 end
 return out

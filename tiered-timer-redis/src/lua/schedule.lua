@@ -1,13 +1,15 @@
 -- Schedules a job unless its id is already waiting or leased.
 --
 -- ARGV: id, mode (`d`: ARGV[3] is a delay in ms from Redis' now; `a`: an
--- absolute due time in ms since the epoch), value, payload, channel.
+-- absolute due time in ms since the epoch), value, payload.
 -- Returns `{1, due}` when written, `{0, due or lease expiry}` when the id
 -- was already there (nothing changed).
-local id, mode, value, payload, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
-local existing = redis.call('ZSCORE', K_DUE, id) or redis.call('ZSCORE', K_LEASED, id)
+local id, mode, value, payload = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local existing = redis.call('ZSCORE', K_TIMELINE, id)
 if existing then
-  return {0, tonumber(existing)}
+  existing = tonumber(existing)
+  if existing >= LEASED then existing = existing - LEASED end
+  return {0, existing}
 end
 local due
 if mode == 'd' then
@@ -15,17 +17,17 @@ if mode == 'd' then
 else
   due = value
 end
--- A waiting job is its score in the due set and its payload, nothing
--- more: the attempt count and the deadline are written when it is
--- delivered (memory per pending job). Only a dead letter replaced by
--- this id has other fields to clear.
+-- A dead letter replaced by this id has fields to clear; a waiting job is
+-- its place in the timeline and its payload, nothing more.
 if redis.call('ZREM', K_DEAD, id) == 1 then
-  redis.call('HDEL', K_ATTEMPT, id)
-  redis.call('HDEL', K_DEADLINE, id)
-  redis.call('HDEL', K_TOKEN, id)
-  redis.call('HDEL', K_ERROR, id)
+  redis.call('HDEL', K_JOB, L(id), E(id))
 end
-redis.call('HSET', K_PAYLOAD, id, payload)
-redis.call('ZADD', K_DUE, string.format('%d', due), id)
-announce(id, due, channel)
+local fields = {P(id), payload}
+local m = arm_event(redis.call('HGET', K_JOB, 'm'), due)
+if m then
+  fields[3] = 'm'
+  fields[4] = m
+end
+redis.call('HSET', K_JOB, unpack(fields))
+redis.call('ZADD', K_TIMELINE, fmt(due), id)
 return {1, due}

@@ -3,19 +3,18 @@
 -- Returns `{now, pending, due now, earliest due, leased, expired leases,
 -- earliest lease expiry, dead, latest death}`, times in ms since the
 -- epoch, `-1` where there is no such job.
-local function first(key, index)
-  local found = redis.call('ZRANGE', key, index, index, 'WITHSCORES')
-  if found[2] then return tonumber(found[2]) end
+local function score(found, less)
+  if found[2] then return tonumber(found[2]) - less end
   return -1
 end
 return {
   now,
-  redis.call('ZCARD', K_DUE),
-  redis.call('ZCOUNT', K_DUE, '-inf', now),
-  first(K_DUE, 0),
-  redis.call('ZCARD', K_LEASED),
-  redis.call('ZCOUNT', K_LEASED, '-inf', now),
-  first(K_LEASED, 0),
+  redis.call('ZCOUNT', K_TIMELINE, '-inf', '(' .. fmt(LEASED)),
+  redis.call('ZCOUNT', K_TIMELINE, '-inf', fmt(now)),
+  score(redis.call('ZRANGEBYSCORE', K_TIMELINE, '-inf', '(' .. fmt(LEASED), 'WITHSCORES', 'LIMIT', 0, 1), 0),
+  redis.call('ZCOUNT', K_TIMELINE, fmt(LEASED), '+inf'),
+  redis.call('ZCOUNT', K_TIMELINE, fmt(LEASED), fmt(LEASED + now)),
+  score(redis.call('ZRANGEBYSCORE', K_TIMELINE, fmt(LEASED), '+inf', 'WITHSCORES', 'LIMIT', 0, 1), LEASED),
   redis.call('ZCARD', K_DEAD),
-  first(K_DEAD, -1),
+  score(redis.call('ZRANGE', K_DEAD, -1, -1, 'WITHSCORES'), 0),
 }

@@ -189,12 +189,22 @@ impl RedisServer {
 
     /// How many keys hold jobs (as a string, like `DBSIZE` from
     /// `redis-cli`): every key but the queues' `config` (the partition
-    /// count) and `marker` (the wake-up baton) ones, which outlive the
-    /// jobs.
+    /// count) and `marker` (the wake-up baton) ones, and a `job` hash that
+    /// holds nothing but the partition's `m` (the wake-up chain's state):
+    /// they outlive the jobs.
     pub fn job_keys(&self) -> String {
         self.cli(&["KEYS", "*"])
             .lines()
-            .filter(|key| !key.is_empty() && !key.ends_with(":config") && !key.ends_with(":marker"))
+            .filter(|key| {
+                if key.is_empty() || key.ends_with(":config") || key.ends_with(":marker") {
+                    return false;
+                }
+                if key.ends_with(":job") {
+                    let fields = self.cli(&["HKEYS", key]);
+                    return fields.lines().any(|f| !f.is_empty() && f != "m");
+                }
+                true
+            })
             .count()
             .to_string()
     }
@@ -372,4 +382,66 @@ impl Drop for SilentServer {
 /// A port nobody listens on (bound, then let go).
 pub fn closed_port() -> u16 {
     free_port()
+}
+
+/// A leased job's score in the timeline is 2^52 plus its lease expiry;
+/// a waiting job's is its due time (see src/keys.rs).
+pub const LEASED: u64 = 1 << 52;
+
+/// The raw timeline score of `id` in the partition with hash tag `tag`
+/// (`orders`, `mail#2`).
+pub async fn timeline_score(url: &str, tag: &str, id: &str) -> Option<u64> {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg(format!("ttr:{{{tag}}}:timeline"))
+        .arg(id)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    score.map(|s| s as u64)
+}
+
+/// `id`'s due time (ms, Redis' clock) if it is waiting.
+pub async fn due_ms(url: &str, tag: &str, id: &str) -> Option<u64> {
+    timeline_score(url, tag, id).await.filter(|s| *s < LEASED)
+}
+
+/// `id`'s lease expiry (ms, Redis' clock) if it is leased.
+pub async fn lease_expiry_ms(url: &str, tag: &str, id: &str) -> Option<u64> {
+    timeline_score(url, tag, id)
+        .await
+        .and_then(|s| s.checked_sub(LEASED))
+}
+
+/// Which of `id`'s fields the job hash holds: its payload, an attempt
+/// count, and a deadline (only while leased).
+pub fn stored_fields(server: &RedisServer, tag: &str, id: &str) -> [bool; 3] {
+    let key = format!("ttr:{{{tag}}}:job");
+    let payload = server.cli(&["HEXISTS", &key, &format!("p{id}")]).trim() == "1";
+    let lease = server.cli(&["HGET", &key, &format!("l{id}")]);
+    let lease = lease.trim();
+    [payload, !lease.is_empty(), lease.split(' ').count() == 3]
+}
+
+/// Replaces the token of `id`'s lease, as if another delivery held it.
+pub fn steal_lease(server: &RedisServer, tag: &str, id: &str) {
+    let key = format!("ttr:{{{tag}}}:job");
+    let field = format!("l{id}");
+    let lease = server.cli(&["HGET", &key, &field]);
+    let parts: Vec<&str> = lease.trim().split(' ').collect();
+    assert_eq!(parts.len(), 3, "{id} is leased: {lease:?}");
+    let stolen = format!("{} someone-else {}", parts[0], parts[2]);
+    server.cli(&["HSET", &key, &field, &stolen]);
+}
+
+/// The id of a client blocked in `BZPOPMIN` (a waiting worker's wake-up
+/// connection), if any.
+pub fn blocked_client(server: &RedisServer) -> Option<String> {
+    server
+        .cli(&["CLIENT", "LIST"])
+        .lines()
+        .find(|line| line.contains("cmd=bzpopmin"))
+        .and_then(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .map(str::to_owned)
 }
