@@ -329,6 +329,18 @@ impl Job {
             self.ack_quietly().await?;
             return Err(Error::Closed);
         }
+        // A prefetched job is here already: the ack alone is the round
+        // trip.
+        if let Some(next) = self.inner.wake.take_buffered() {
+            let inner = Arc::clone(&self.inner);
+            return match self.ack().await {
+                Ok(()) => Ok(Job::handed_out(&inner, next)),
+                Err(error) => {
+                    inner.wake.absorb(vec![next]);
+                    Err(error)
+                }
+            };
+        }
         let outcome = self
             .inner
             .wake

@@ -31,8 +31,8 @@
 //!   gone): a `next` that is dropped never loses a claimed job (it goes to
 //!   the next waiter, or is released) nor the baton a claim passed back.
 //! * A baton is never dropped: it is claimed with, or handed back
-//!   (`ZADD`) when this process has no worker waiting for it (at
-//!   once if its workers are slow to come back, else after [`LINGER`]),
+//!   (`ZADD`) when this process has no worker waiting for it (at once if
+//!   it is due later than [`KEEP_HORIZON`], else [`LINGER`] past its time),
 //!   when the queue closes, and when the last handle is dropped. If a
 //!   process dies holding one, the first script (or any waiting worker's
 //!   periodic probe of `armed`) that finds the chain head more than
@@ -75,8 +75,8 @@ use crate::scripts;
 /// it claims without waiting for a baton.
 pub(crate) const KEEP_HORIZON: Duration = Duration::from_millis(50);
 /// A held baton that comes due while no worker of this process waits is
-/// kept this much longer if this process' workers usually come back
-/// within it, then handed back.
+/// kept this much longer, for a worker that comes back at once, then
+/// handed back.
 pub(crate) const LINGER: Duration = Duration::from_millis(2);
 /// Every this many empty replies on a blocking connection, a waiting
 /// worker probes one partition's chain head (one `HGET`): it is how a
@@ -157,10 +157,6 @@ struct State {
     /// Demand that claims in flight are serving.
     reserved: usize,
     offset: Option<Offset>,
-    /// How soon this process' workers usually come back for a job after
-    /// one was handed out (an average), and when the last was.
-    comeback: Option<Duration>,
-    handed_out_at: Option<Instant>,
     closed: bool,
     abandoned: bool,
 }
@@ -176,7 +172,6 @@ impl State {
     /// Gives jobs to the waiters, first come first served; returns what is
     /// left.
     fn serve(&mut self, mut jobs: VecDeque<Claimed>) -> VecDeque<Claimed> {
-        let mut served = false;
         while !jobs.is_empty() {
             let Some(waiter) = self.waiters.pop_front() else {
                 break;
@@ -184,7 +179,7 @@ impl State {
             let take = waiter.want.min(jobs.len());
             let batch: Vec<Claimed> = jobs.drain(..take).collect();
             match waiter.tx.send(Ok(batch)) {
-                Ok(()) => served = true,
+                Ok(()) => {}
                 Err(Ok(batch)) => {
                     for job in batch.into_iter().rev() {
                         jobs.push_front(job);
@@ -192,9 +187,6 @@ impl State {
                 }
                 Err(Err(_)) => {}
             }
-        }
-        if served {
-            self.handed_out_at = Some(Instant::now());
         }
         jobs
     }
@@ -312,26 +304,65 @@ impl Shared {
 
     /// Waits for between one and `max` claimed jobs (fewer only if fewer
     /// were due at once).
+    ///
+    /// A prefetched job is taken at once; if no other call waits and this
+    /// process holds a baton that is due, the call claims with it right
+    /// away (in a task of its own, so that dropping the call loses
+    /// nothing), without going through the waker task.
     pub(crate) async fn wait(self: &Arc<Self>, max: usize) -> Delivery {
+        loop {
+            let baton = {
+                let mut state = self.lock();
+                if state.closed {
+                    return Err(Error::Closed);
+                }
+                if !state.buffer.is_empty() {
+                    let take = max.min(state.buffer.len());
+                    let jobs = state.buffer.drain(..take).map(|(job, _)| job).collect();
+                    return Ok(jobs);
+                }
+                let now = Instant::now();
+                let due = state
+                    .batons
+                    .iter()
+                    .position(|b| b.fire_at.is_none_or(|at| at <= now));
+                match due {
+                    Some(i) if state.demand() == 0 && state.waiters.is_empty() => {
+                        Some(state.batons.swap_remove(i))
+                    }
+                    _ => None,
+                }
+            };
+            let Some(baton) = baton else {
+                break;
+            };
+            let request = ClaimRequest {
+                partition: baton.partition,
+                n: max + self.setup.prefetch,
+                with: With::Baton(baton.at_ms),
+                ack: None,
+                reserved: 0,
+            };
+            let outcome = self.claim_for_caller(request).await?;
+            if let Err(error) = outcome.replicated {
+                for job in &outcome.jobs {
+                    let _ = self.release(job).await;
+                }
+                return Err(error);
+            }
+            if !outcome.jobs.is_empty() {
+                let mut jobs = outcome.jobs;
+                let rest = jobs.split_off(max.min(jobs.len()));
+                self.absorb(rest);
+                return Ok(jobs);
+            }
+            // Nothing was claimable (the baton was early, or its job
+            // gone): wait like any call.
+        }
         let rx = {
             let mut state = self.lock();
             if state.closed {
                 return Err(Error::Closed);
-            }
-            if !state.buffer.is_empty() {
-                let take = max.min(state.buffer.len());
-                let jobs = state.buffer.drain(..take).map(|(job, _)| job).collect();
-                state.handed_out_at = Some(Instant::now());
-                return Ok(jobs);
-            }
-            if state.waiters.is_empty() {
-                if let Some(at) = state.handed_out_at.take() {
-                    let sample = at.elapsed();
-                    state.comeback = Some(match state.comeback {
-                        Some(avg) => (avg * 3 + sample) / 4,
-                        None => sample,
-                    });
-                }
             }
             let (tx, rx) = oneshot::channel();
             state.waiters.push_back(Waiter { want: max, tx });
@@ -343,6 +374,11 @@ impl Shared {
             shared: self,
         };
         pending.recv().await
+    }
+
+    /// Takes a prefetched job, if there is one.
+    pub(crate) fn take_buffered(&self) -> Option<Claimed> {
+        self.lock().buffer.pop_front().map(|(job, _)| job)
     }
 
     /// Claims now, in a task of its own, for a caller that holds a job
@@ -365,13 +401,19 @@ impl Shared {
                 None => With::Nothing,
             }
         };
-        let request = ClaimRequest {
+        self.claim_for_caller(ClaimRequest {
             partition,
             n: 1 + self.setup.prefetch,
             with,
             ack: Some(ack),
             reserved: 0,
-        };
+        })
+        .await
+    }
+
+    /// Runs a claim in a task of its own and waits for its outcome; if
+    /// this call is dropped meanwhile, the jobs go to the next waiters.
+    async fn claim_for_caller(self: &Arc<Self>, request: ClaimRequest) -> Result<Outcome, Error> {
         let (tx, rx) = oneshot::channel();
         tokio::spawn(run_claim(Arc::clone(self), request, Some(tx)));
         rx.await.unwrap_or(Err(Error::Closed))
@@ -437,6 +479,55 @@ impl Shared {
                 let _ = shared.release(&job).await;
             }
         });
+    }
+
+    /// Takes what a claim's reply says about this process' state: Redis'
+    /// clock (the offset), the baton passed back to it, and the jobs it
+    /// buried (traced). Leaves the jobs.
+    fn note(
+        &self,
+        request: &ClaimRequest,
+        sent: Instant,
+        received: Instant,
+        outcome: &mut Outcome,
+    ) {
+        let name = &self.setup.name;
+        let partition = request.partition;
+        for id in std::mem::take(&mut outcome.buried) {
+            tracing::warn!(queue = %name, job = %id, attempts = self.setup.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
+        }
+        let mut state = self.lock();
+        state.reserved = state.reserved.saturating_sub(request.reserved);
+        if outcome.now_ms > 0 && received.duration_since(sent) < Duration::from_secs(1) {
+            state.offset = Some(Offset {
+                redis_ms: outcome.now_ms,
+                local: received,
+            });
+        }
+        if let Some(at_ms) = outcome.kept.take() {
+            let fire_at = state.offset.map(|o| o.local_at(at_ms));
+            state.batons.push(Baton {
+                partition,
+                at_ms,
+                fire_at,
+                linger_until: None,
+            });
+        }
+    }
+
+    /// A claim failed: the demand it served is free again, and the baton
+    /// it was made with is not lost with it (it is tried again soon).
+    fn note_failure(&self, request: &ClaimRequest) {
+        let mut state = self.lock();
+        state.reserved = state.reserved.saturating_sub(request.reserved);
+        if let With::Baton(at_ms) = request.with {
+            state.batons.push(Baton {
+                partition: request.partition,
+                at_ms,
+                fire_at: Some(Instant::now() + Duration::from_millis(100)),
+                linger_until: None,
+            });
+        }
     }
 
     fn is_abandoned(&self) -> bool {
@@ -527,34 +618,23 @@ async fn run_claim(
     }
     match caller {
         Some(caller) => {
-            // The caller gets the jobs; the waker the baton and the clock
-            // (and the baton back if the claim failed, and the jobs if the
-            // caller left).
-            let (for_caller, mut side) = match result {
+            // The baton and the clock go to this process' state at once
+            // (the caller's next call may want the baton); the jobs to the
+            // caller, or to the next waiters if it left.
+            let result = match result {
                 Ok(mut outcome) => {
-                    let side = Outcome {
-                        now_ms: outcome.now_ms,
-                        acked: None,
-                        kept: outcome.kept.take(),
-                        buried: std::mem::take(&mut outcome.buried),
-                        jobs: Vec::new(),
-                        replicated: Ok(()),
-                    };
-                    (Ok(outcome), Ok(side))
+                    shared.note(&request, sent, received, &mut outcome);
+                    Ok(outcome)
                 }
-                Err(error) => (Err(error), Err(Error::Closed)),
+                Err(error) => {
+                    shared.note_failure(&request);
+                    Err(error)
+                }
             };
-            if let Err(Ok(outcome)) = caller.send(for_caller) {
-                if let Ok(side) = &mut side {
-                    side.jobs = outcome.jobs;
-                }
+            if let Err(Ok(outcome)) = caller.send(result) {
+                shared.absorb(outcome.jobs);
             }
-            let _ = shared.inbox.send(Event::Claimed {
-                request,
-                sent,
-                received,
-                result: side,
-            });
+            shared.notify.notify_one();
         }
         None => {
             let _ = shared.inbox.send(Event::Claimed {
@@ -813,7 +893,6 @@ impl Waker {
         {
             let mut state = self.shared.lock();
             let mut demand = state.demand();
-            let fast = state.comeback.is_none_or(|c| c <= LINGER);
             let batons = std::mem::take(&mut state.batons);
             for mut baton in batons {
                 let due = baton.fire_at.is_none_or(|at| at <= now);
@@ -832,11 +911,11 @@ impl Waker {
                     }
                     state.batons.push(baton);
                 } else {
-                    // Nobody here waits: keep it only for a worker that
-                    // usually comes back within LINGER, only if it is due
-                    // soon, and only until LINGER past its time.
+                    // Nobody here waits: keep it only if it is due soon,
+                    // and only until LINGER past its time, for a worker
+                    // that comes back at once.
                     let at = baton.fire_at.unwrap_or(now);
-                    if fast && at <= now + KEEP_HORIZON {
+                    if at <= now + KEEP_HORIZON {
                         let until = *baton.linger_until.get_or_insert(at.max(now) + LINGER);
                         if until > now {
                             soonest(until);
@@ -1151,26 +1230,14 @@ impl Waker {
         received: Instant,
         result: Result<Outcome, Error>,
     ) {
-        let name = &self.shared.setup.name;
-        let partition = request.partition;
-        let mut state = self.shared.lock();
-        state.reserved = state.reserved.saturating_sub(request.reserved);
-        let outcome = match result {
+        let mut outcome = match result {
             Ok(outcome) => outcome,
             Err(error) => {
-                tracing::debug!(queue = %name, partition, %error, "claim failed");
-                // The baton is not lost with the claim: retry it soon.
-                if let With::Baton(at_ms) = request.with {
-                    state.batons.push(Baton {
-                        partition,
-                        at_ms,
-                        fire_at: Some(Instant::now() + Duration::from_millis(100)),
-                        linger_until: None,
-                    });
-                }
+                tracing::debug!(queue = %self.shared.setup.name, partition = request.partition, %error, "claim failed");
+                self.shared.note_failure(&request);
                 if request.reserved > 0 {
                     let message = error.to_string();
-                    state.fail_waiters(|| match &error {
+                    self.shared.lock().fail_waiters(|| match &error {
                         Error::Timeout { after } => Error::Timeout { after: *after },
                         _ => Error::Redis(redis::RedisError::from((
                             redis::ErrorKind::Io,
@@ -1179,30 +1246,13 @@ impl Waker {
                         ))),
                     });
                 }
-                drop(state);
                 self.notify();
                 return;
             }
         };
-        if outcome.now_ms > 0 && received.duration_since(sent) < Duration::from_secs(1) {
-            state.offset = Some(Offset {
-                redis_ms: outcome.now_ms,
-                local: received,
-            });
-        }
-        for id in &outcome.buried {
-            tracing::warn!(queue = %name, job = %id, attempts = self.shared.setup.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
-        }
-        if let Some(at_ms) = outcome.kept {
-            let fire_at = state.offset.map(|o| o.local_at(at_ms));
-            state.batons.push(Baton {
-                partition,
-                at_ms,
-                fire_at,
-                linger_until: None,
-            });
-        }
+        self.shared.note(&request, sent, received, &mut outcome);
         let mut jobs: VecDeque<Claimed> = outcome.jobs.into();
+        let mut state = self.shared.lock();
         if let Err(error) = outcome.replicated {
             // Not on a replica: a failover could hand these jobs to
             // another worker while ours works on them. Hand them back.
@@ -1213,20 +1263,8 @@ impl Waker {
                 });
             }
             if request.reserved > 0 {
-                let (replicas, wanted, within) = match error {
-                    Error::NotReplicated {
-                        replicas,
-                        wanted,
-                        within,
-                    } => (replicas, wanted, within),
-                    _ => (0, 0, Duration::ZERO),
-                };
                 if let Some(waiter) = state.waiters.pop_front() {
-                    let _ = waiter.tx.send(Err(Error::NotReplicated {
-                        replicas,
-                        wanted,
-                        within,
-                    }));
+                    let _ = waiter.tx.send(Err(error));
                 }
             }
         }

@@ -36,20 +36,20 @@ end
 
 -- The earliest waiting jobs; the first one not taken gives the next due
 -- time.
-local first = redis.call('ZRANGE', K_TIMELINE, 0, n, 'WITHSCORES')
-local due_ids, due_at, next_due = {}, {}, nil
+local first = redis.call('ZRANGE', K_TIMELINE, 0, math.max(n, min_due - 1), 'WITHSCORES')
+local due_ids, due_at, next_due, due_count = {}, {}, nil, 0
 for i = 1, #first, 2 do
   local score = tonumber(first[i + 1])
   if score >= LEASED then break end
+  if score <= now then due_count = due_count + 1 end
   if score <= now and #due_ids < n then
     due_ids[#due_ids + 1] = first[i]
     due_at[#due_ids] = score
-  else
+  elseif not next_due then
     next_due = score
-    break
   end
 end
-if #due_ids < min_due then
+if due_count < min_due then
   if due_at[1] then next_due = due_at[1] end
   due_ids, due_at = {}, {}
 end
