@@ -445,3 +445,103 @@ pub fn blocked_client(server: &RedisServer) -> Option<String> {
         .and_then(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
         .map(str::to_owned)
 }
+
+/// A TCP proxy to a local port, run by the test, that can be frozen: every
+/// connection open at the freeze stops forwarding in both directions
+/// without being closed (no FIN, no RST), as behind a NAT or load balancer
+/// that dropped the flow or a peer host that hung; connections made after
+/// the freeze go through. Thawing lets the held bytes through.
+pub struct TcpProxy {
+    pub port: u16,
+    shared: std::sync::Arc<ProxyShared>,
+}
+
+struct ProxyShared {
+    /// Connections with an id up to this are frozen.
+    frozen_upto: std::sync::Mutex<Option<u64>>,
+    thawed: std::sync::Condvar,
+    next_id: std::sync::atomic::AtomicU64,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+impl ProxyShared {
+    fn wait_while_frozen(&self, id: u64) {
+        let mut frozen = self.frozen_upto.lock().unwrap();
+        while frozen.is_some_and(|upto| id <= upto) {
+            frozen = self.thawed.wait(frozen).unwrap();
+        }
+    }
+}
+
+impl TcpProxy {
+    pub fn start(target: u16) -> TcpProxy {
+        use std::io::{Read, Write};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let shared = std::sync::Arc::new(ProxyShared {
+            frozen_upto: std::sync::Mutex::new(None),
+            thawed: std::sync::Condvar::new(),
+            next_id: std::sync::atomic::AtomicU64::new(1),
+            stop: std::sync::atomic::AtomicBool::new(false),
+        });
+        let state = shared.clone();
+        std::thread::spawn(move || {
+            while !state.stop.load(Ordering::Relaxed) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let id = state.next_id.fetch_add(1, Ordering::SeqCst);
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let state = state.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            let n = match from.read(&mut buf) {
+                                Ok(0) | Err(_) => 0,
+                                Ok(n) => n,
+                            };
+                            state.wait_while_frozen(id);
+                            if n == 0 || to.write_all(&buf[..n]).is_err() {
+                                let _ = to.shutdown(std::net::Shutdown::Write);
+                                return;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        TcpProxy { port, shared }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Freezes every connection open now.
+    pub fn freeze(&self) {
+        let last = self.shared.next_id.load(Ordering::SeqCst) - 1;
+        *self.shared.frozen_upto.lock().unwrap() = Some(last);
+    }
+
+    /// Lets the frozen connections go on, held bytes first.
+    pub fn thaw(&self) {
+        *self.shared.frozen_upto.lock().unwrap() = None;
+        self.shared.thawed.notify_all();
+    }
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.thaw();
+    }
+}
