@@ -157,11 +157,25 @@ struct State {
     /// Demand that claims in flight are serving.
     reserved: usize,
     offset: Option<Offset>,
+    /// When a claim on a partition last failed (its node down, say): for
+    /// a while its claims do not hold waiting workers' demand, so that a
+    /// dead node's partitions never make the others wait.
+    failed_at: std::collections::HashMap<u32, Instant>,
     closed: bool,
     abandoned: bool,
 }
 
+/// How long after a failed claim a partition's claims do not hold demand.
+const FRAGILE: Duration = Duration::from_secs(10);
+
 impl State {
+    /// Whether claims on `partition` failed lately.
+    fn fragile(&self, partition: u32) -> bool {
+        self.failed_at
+            .get(&partition)
+            .is_some_and(|at| at.elapsed() < FRAGILE)
+    }
+
     /// Jobs asked for by open waiters and not yet being claimed.
     fn demand(&mut self) -> usize {
         self.waiters.retain(|w| !w.tx.is_closed());
@@ -498,6 +512,7 @@ impl Shared {
         }
         let mut state = self.lock();
         state.reserved = state.reserved.saturating_sub(request.reserved);
+        state.failed_at.remove(&partition);
         if outcome.now_ms > 0 && received.duration_since(sent) < Duration::from_secs(1) {
             state.offset = Some(Offset {
                 redis_ms: outcome.now_ms,
@@ -515,16 +530,18 @@ impl Shared {
         }
     }
 
-    /// A claim failed: the demand it served is free again, and the baton
-    /// it was made with is not lost with it (it is tried again soon).
+    /// A claim failed: the demand it served is free again, the partition
+    /// is fragile for a while, and the baton the claim was made with is
+    /// not lost with it (it is tried again in half a second).
     fn note_failure(&self, request: &ClaimRequest) {
         let mut state = self.lock();
         state.reserved = state.reserved.saturating_sub(request.reserved);
+        state.failed_at.insert(request.partition, Instant::now());
         if let With::Baton(at_ms) = request.with {
             state.batons.push(Baton {
                 partition: request.partition,
                 at_ms,
-                fire_at: Some(Instant::now() + Duration::from_millis(100)),
+                fire_at: Some(Instant::now() + Duration::from_millis(500)),
                 linger_until: None,
             });
         }
@@ -900,8 +917,14 @@ impl Waker {
                     give_back.push(baton);
                 } else if due && demand > 0 {
                     let n = demand + self.shared.setup.prefetch;
-                    let reserved = demand;
-                    demand = 0;
+                    // A fragile partition's claim holds no demand: the
+                    // others may serve the same workers meanwhile.
+                    let reserved = if state.fragile(baton.partition) {
+                        0
+                    } else {
+                        demand
+                    };
+                    demand -= reserved;
                     state.reserved += reserved;
                     fire.push((baton, n, reserved));
                 } else if demand > 0 {
@@ -982,8 +1005,9 @@ impl Waker {
         let (n, reserved) = {
             let mut state = self.shared.lock();
             let demand = state.demand();
-            state.reserved += demand;
-            (demand + self.shared.setup.prefetch, demand)
+            let reserved = if state.fragile(partition) { 0 } else { demand };
+            state.reserved += reserved;
+            (demand + self.shared.setup.prefetch, reserved)
         };
         self.spawn_claim(ClaimRequest {
             partition,

@@ -19,6 +19,13 @@ pub const NODE_ARGS: [&str; 6] = [
 /// Runs `redis-cli --cluster create` over the nodes on `ports` (all on
 /// 127.0.0.1) and waits up to 30 s for every node to be ready.
 pub fn join(ports: &[u16]) {
+    join_with_replicas(ports, 0);
+}
+
+/// As [`join`], with `replicas` replicas per master (the first
+/// `ports.len() / (replicas + 1)` nodes become the masters), and waits
+/// until every replica is in sync.
+pub fn join_with_replicas(ports: &[u16], replicas: usize) {
     let addrs: Vec<String> = ports
         .iter()
         .map(|port| format!("127.0.0.1:{port}"))
@@ -27,7 +34,7 @@ pub fn join(ports: &[u16]) {
         .arg("--cluster")
         .arg("create")
         .args(&addrs)
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
         .output()
         .expect("run redis-cli --cluster create");
     assert!(
@@ -48,6 +55,23 @@ pub fn join(ports: &[u16]) {
             assert!(
                 Instant::now() < deadline,
                 "the cluster did not reach cluster_state:ok"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for port in ports {
+        loop {
+            let info = Command::new("redis-cli")
+                .args(["-p", &port.to_string(), "INFO", "replication"])
+                .output()
+                .expect("run redis-cli");
+            let info = String::from_utf8_lossy(&info.stdout);
+            if info.contains("role:master") || info.contains("master_link_status:up") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "a replica did not sync with its master"
             );
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -234,6 +234,71 @@ pub struct RedisCluster {
 }
 
 impl RedisCluster {
+    /// `masters` masters with `replicas` replicas each (the first
+    /// `masters` nodes are the masters), every node started with the
+    /// extra `args` as well (e.g. a node timeout).
+    pub fn start_with_replicas(masters: usize, replicas: usize, args: &[&str]) -> RedisCluster {
+        let mut all = vec!["--appendonly", "no", "--cluster-enabled", "yes"];
+        all.extend(["--cluster-config-file", "nodes.conf"]);
+        all.extend(args);
+        let n = masters * (replicas + 1);
+        let nodes: Vec<RedisServer> = (0..n).map(|_| RedisServer::start_with(&all)).collect();
+        let ports: Vec<u16> = nodes.iter().map(|node| node.port).collect();
+        cluster_join::join_with_replicas(&ports, replicas);
+        RedisCluster { nodes }
+    }
+
+    /// The cluster's view, asked of a node that is up: which node (by
+    /// port) serves the slot of `key` as master.
+    pub fn master_of(&self, key: &str) -> u16 {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.child.is_some())
+            .expect("a node that is up");
+        let slot: u16 = node
+            .cli(&["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .unwrap();
+        let slots = node.cli(&["CLUSTER", "SLOTS"]);
+        // redis-cli prints the nested reply flat: start, end, ip, port,
+        // id, (ip, port, id)* per range.
+        let lines: Vec<&str> = slots.lines().map(str::trim).collect();
+        let mut i = 0;
+        while i + 3 < lines.len() {
+            if let (Ok(start), Ok(end)) = (lines[i].parse::<u16>(), lines[i + 1].parse::<u16>()) {
+                if lines[i + 2].contains('.') && (start..=end).contains(&slot) {
+                    return lines[i + 3].parse().unwrap();
+                }
+            }
+            i += 1;
+        }
+        panic!("no master for slot {slot}: {slots}")
+    }
+
+    /// The port of a replica of the master on `port`.
+    pub fn replica_of(&self, port: u16) -> u16 {
+        let nodes = self.nodes[0].cli(&["CLUSTER", "NODES"]);
+        let id_of = |port: u16| {
+            nodes
+                .lines()
+                .find(|l| l.contains(&format!(":{port}@")))
+                .and_then(|l| l.split(' ').next())
+                .map(str::to_owned)
+                .expect("the node is known")
+        };
+        let master = id_of(port);
+        nodes
+            .lines()
+            .find(|l| l.contains(&format!("slave {master}")))
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|addr| addr.split('@').next())
+            .and_then(|addr| addr.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .expect("the master has a replica")
+    }
+
     pub fn start(n: usize) -> RedisCluster {
         let mut args = vec!["--appendonly", "no"];
         args.extend(cluster_join::NODE_ARGS);
