@@ -22,7 +22,9 @@
 //!   commands per second per worker (health checks included).
 //! * **burst**: `HERD_BURST` jobs due at once, 4 workers: claim + ack
 //!   throughput with `next` + `ack`, with `prefetch(64)`, with
-//!   `ack_and_next`, and with `next_batch(64)`.
+//!   `ack_and_next`, with `next_batch(64)` + `ack`, and with
+//!   `next_batch(64)` + `ack_many`; Redis commands and CPU per job, and
+//!   this process' CPU per job.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -123,6 +125,11 @@ impl Server {
                     s.store(true, Ordering::SeqCst);
                 } else if !line.contains("[0 lua]") && !line.contains("herd-marker") {
                     c.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(path) = std::env::var("HERD_MONITOR_DUMP") {
+                        use std::io::Write;
+                        let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
+                        let _ = writeln!(f, "{line}");
+                    }
                 }
             }
         });
@@ -324,10 +331,27 @@ enum Mode {
     Prefetch,
     AckAndNext,
     Batch,
+    BatchAckMany,
 }
 
-/// Burst: `jobs` due at once, 4 workers; claim + ack throughput (jobs/s).
-async fn burst(jobs: u64, mode: Mode) -> (f64, f64) {
+/// This process' CPU time so far (user + system).
+fn own_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Burst: `jobs` due at once, 4 workers; claim + ack throughput (jobs/s),
+/// Redis commands per job, and CPU per job (µs) of Redis and of this
+/// process.
+async fn burst(jobs: u64, mode: Mode) -> (f64, f64, f64, f64) {
     let server = Server::start();
     let prefetch = match mode {
         Mode::Prefetch | Mode::AckAndNext => 64,
@@ -346,6 +370,7 @@ async fn burst(jobs: u64, mode: Mode) -> (f64, f64) {
         queues.push(queue(&server, 1, prefetch).await);
     }
     let (c0, cpu0) = server.counters();
+    let own0 = own_cpu();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for queue in queues {
@@ -370,6 +395,12 @@ async fn burst(jobs: u64, mode: Mode) -> (f64, f64) {
                         done.fetch_add(1, Ordering::Relaxed);
                     }
                 },
+                Mode::BatchAckMany => loop {
+                    let jobs = queue.next_batch(64).await.unwrap();
+                    let n = jobs.len() as u64;
+                    assert!(queue.ack_many(jobs).await.unwrap().is_empty());
+                    done.fetch_add(n, Ordering::Relaxed);
+                },
             }
         }));
     }
@@ -383,12 +414,25 @@ async fn burst(jobs: u64, mode: Mode) -> (f64, f64) {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let took = started.elapsed().as_secs_f64();
+    let own = (own_cpu() - own0).as_secs_f64();
+    if std::env::var("HERD_STATS").is_ok() {
+        for line in server.cli(&["INFO", "commandstats"]).lines() {
+            if line.starts_with("cmdstat_") {
+                eprintln!("{mode:?} {line}");
+            }
+        }
+    }
     let (c1, cpu1) = server.counters();
     for task in tasks {
         task.abort();
     }
-    let _ = (c1 - c0, cpu1 - cpu0);
-    (target as f64 / took, (c1 - c0 - 4.0) / target as f64)
+    let per = |x: f64| x / target as f64 * 1e6;
+    (
+        target as f64 / took,
+        (c1 - c0 - 4.0) / target as f64,
+        per(cpu1 - cpu0),
+        per(own),
+    )
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -408,9 +452,17 @@ async fn main() {
         println!("\nflow: {secs} s per cell, each worker its own Queue, next + ack");
         println!("| jobs/s, partitions | workers | commands/job | round trips/job | lateness p50 / p99 / max (ms) | early | Redis CPU |");
         println!("|---|---|---|---|---|---|---|");
+        let cell: Option<Vec<u64>> = std::env::var("HERD_CELL")
+            .ok()
+            .map(|c| c.split(',').map(|v| v.parse().unwrap()).collect());
         for rate in [1000, 100] {
             for partitions in [1, 3] {
                 for workers in [1, 4, 16] {
+                    if let Some(c) = &cell {
+                        if c[..] != [rate, u64::from(partitions), workers as u64] {
+                            continue;
+                        }
+                    }
                     let cell = flow(rate, secs, workers, partitions, false).await;
                     let traced = flow(rate, secs.min(3), workers, partitions, true).await;
                     println!(
@@ -439,17 +491,28 @@ async fn main() {
     if only("burst") {
         let jobs = env("HERD_BURST", 50_000);
         println!("\nburst: {jobs} jobs due at once, 4 workers, one partition");
-        println!("| how | claim + ack (jobs/s) | commands/job |");
-        println!("|---|---|---|");
-        for mode in [Mode::NextAck, Mode::Prefetch, Mode::AckAndNext, Mode::Batch] {
-            let (rate, per_job) = burst(jobs, mode).await;
+        println!("| how | claim + ack (jobs/s) | commands/job | Redis CPU/job (µs) | worker CPU/job (µs) |");
+        println!("|---|---|---|---|---|");
+        let modes = std::env::var("HERD_MODES").unwrap_or_default();
+        for mode in [
+            Mode::NextAck,
+            Mode::Prefetch,
+            Mode::AckAndNext,
+            Mode::Batch,
+            Mode::BatchAckMany,
+        ] {
+            if !modes.is_empty() && !modes.split(',').any(|m| m == format!("{mode:?}")) {
+                continue;
+            }
+            let (rate, per_job, redis_cpu, own_cpu) = burst(jobs, mode).await;
             let how = match mode {
                 Mode::NextAck => "next + ack",
                 Mode::Prefetch => "next + ack, prefetch(64)",
                 Mode::AckAndNext => "ack_and_next, prefetch(64)",
                 Mode::Batch => "next_batch(64) + ack",
+                Mode::BatchAckMany => "next_batch(64) + ack_many",
             };
-            println!("| {how} | {rate:.0} | {per_job:.1} |");
+            println!("| {how} | {rate:.0} | {per_job:.1} | {redis_cpu:.1} | {own_cpu:.1} |");
         }
     }
 }

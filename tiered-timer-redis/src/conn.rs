@@ -247,22 +247,24 @@ impl Conn {
         let limits = self.limits();
         let wait = write && limits.replicas > 0;
         if !wait {
-            let mut invocation = script.prepare_invoke();
-            for key in keys {
-                invocation.key(key);
-            }
-            for a in args {
-                invocation.arg(a);
+            let mut evalsha = redis::cmd("EVALSHA");
+            evalsha.arg(script.get_hash()).arg(keys.len()).arg(keys);
+            for a in &args {
+                evalsha.arg(a.as_slice());
             }
             let value = match self {
                 Conn::Single(single) => {
                     single
-                        .call(|mut conn| async move { invocation.invoke_async(&mut conn).await })
+                        .call(|mut conn| async move { run_script(&mut conn, script, &evalsha).await })
                         .await?
                 }
                 Conn::Cluster(cluster) => {
                     let mut conn = cluster.conn.clone();
-                    with_timeout(limits.command_timeout, invocation.invoke_async(&mut conn)).await?
+                    with_timeout(
+                        limits.command_timeout,
+                        run_script(&mut conn, script, &evalsha),
+                    )
+                    .await?
                 }
             };
             return Ok((value, Ok(())));
@@ -557,6 +559,23 @@ impl Cluster {
             "no master serves the slot",
             slot.to_string(),
         ))))
+    }
+}
+
+/// Runs a prepared `EVALSHA` of `script`, loading the script and trying
+/// once more if Redis does not know it (`NOSCRIPT`: a restart, a flush,
+/// a new node).
+async fn run_script<T: FromRedisValue, C: redis::aio::ConnectionLike + Send>(
+    conn: &mut C,
+    script: &Script,
+    evalsha: &Cmd,
+) -> redis::RedisResult<T> {
+    match evalsha.query_async(conn).await {
+        Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.prepare_invoke().load_async(conn).await?;
+            evalsha.query_async(conn).await
+        }
+        result => result,
     }
 }
 

@@ -201,7 +201,7 @@ impl Job {
 
     /// Whether the lease has run out by the local estimate (which is never
     /// later than Redis' expiry).
-    fn lease_ran_out(&self) -> bool {
+    pub(crate) fn lease_ran_out(&self) -> bool {
         let lease = *self.local_lease.lock().unwrap_or_else(|e| e.into_inner());
         Instant::now() >= lease.expires_by()
     }
@@ -657,6 +657,13 @@ impl Job {
                 }
             }
         }
+    }
+
+    /// A lease found lost by `ack_many` before sending: traced, the id
+    /// returned.
+    pub(crate) fn lost_quietly(&self) -> JobId {
+        tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, call = "ack_many", "lease lost: it ran out before the call, and the job is delivered again");
+        self.id.clone()
     }
 
     /// Reports a lease found lost by `call`.

@@ -314,6 +314,8 @@ impl Builder {
             max_attempts: self.max_attempts,
             prefetch: self.prefetch,
             health_check: self.health_check,
+            token_prefix: format!("{}-", &random_id()[..16]),
+            tokens: AtomicU64::new(0),
         });
         Ok(Queue {
             inner: Arc::new(Inner {
@@ -621,6 +623,78 @@ impl Queue {
             .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
             .await?;
         Ok(id)
+    }
+
+    /// Acks many jobs in one round trip per partition: each removed for
+    /// good if its delivery still holds it, as [`Job::ack`] would one by
+    /// one. Returns the ids of those whose lease was lost (ran out by the
+    /// local estimate, so not sent; or taken over by another delivery):
+    /// nothing changed for them.
+    ///
+    /// One script per partition per chunk of at most 1 000 jobs; with
+    /// [`next_batch`](Queue::next_batch), a batch of jobs costs two
+    /// scripts in all. Jobs of another queue are acked on their own
+    /// queue.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
+    /// reached: the chunks before the error are acked, the others may or
+    /// may not be (their jobs come back after their lease if not);
+    /// [`Error::NotReplicated`] with [`replicas`](Builder::replicas).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_redis::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_redis::Error> {
+    /// let jobs = queue.next_batch(100).await?;
+    /// // ... work on them ...
+    /// let lost = queue.ack_many(jobs).await?;
+    /// if !lost.is_empty() {
+    ///     eprintln!("{} jobs ran out of their lease and come back", lost.len());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn ack_many(&self, jobs: impl IntoIterator<Item = Job>) -> Result<Vec<JobId>, Error> {
+        let mut lost = Vec::new();
+        // Per queue handle and partition: (id, token) to send.
+        let mut groups: Vec<(Arc<Inner>, u32, Vec<(JobId, String)>)> = Vec::new();
+        for mut job in jobs {
+            job.finished = true;
+            if job.lease_ran_out() {
+                lost.push(job.lost_quietly());
+                continue;
+            }
+            let id = std::mem::replace(&mut job.id, JobId::from(""));
+            let token = std::mem::take(&mut job.token);
+            let group = groups
+                .iter_mut()
+                .find(|(inner, p, _)| Arc::ptr_eq(inner, &job.inner) && *p == job.partition);
+            match group {
+                Some((_, _, list)) => list.push((id, token)),
+                None => groups.push((Arc::clone(&job.inner), job.partition, vec![(id, token)])),
+            }
+        }
+        for (inner, partition, list) in groups {
+            let keys = &inner.partitions[partition as usize];
+            for chunk in list.chunks(CHUNK_JOBS) {
+                let mut args = Vec::with_capacity(2 * chunk.len());
+                for (id, token) in chunk {
+                    args.push(arg(id.as_str()));
+                    args.push(arg(token));
+                }
+                let refused: Vec<String> = inner.eval(&scripts::ACK_MANY_SCRIPT, keys, args).await?;
+                for (id, _) in chunk {
+                    if !refused.iter().any(|r| r == id.as_str()) {
+                        tracing::debug!(queue = %inner.name, job = %id, "job acked");
+                    }
+                }
+                lost.extend(refused.into_iter().map(JobId::from));
+            }
+        }
+        Ok(lost)
     }
 
     /// Cancels a waiting job. Returns `true` if it was waiting and will now

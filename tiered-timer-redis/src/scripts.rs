@@ -40,8 +40,14 @@ use redis::Script;
 /// Reads Redis' `TIME` (`now_us`, `now`): first in every script that
 /// needs the clock.
 const TIME: &str = include_str!("lua/time.lua");
-/// The keys, the layout's constants and the shared helpers.
+/// The keys, the layout's constants and the helpers every script needs.
 const PRELUDE: &str = include_str!("lua/prelude.lua");
+/// The wake-up chain's helpers (after [`TIME`] and [`PRELUDE`]).
+const CHAIN: &str = include_str!("lua/chain.lua");
+/// `bury` and `out_of_attempts`.
+const BURY: &str = include_str!("lua/bury.lua");
+/// `reschedule` (after [`CHAIN`]).
+const RESCHEDULE: &str = include_str!("lua/reschedule.lua");
 /// The lease check of retry, fail, extend and release.
 const FENCE: &str = include_str!("lua/fence.lua");
 /// `revive(id)` and `arm_now()`, for requeue and requeue-all.
@@ -53,30 +59,37 @@ fn script(parts: &[&str]) -> Script {
 
 /// Schedules one job unless its id is waiting or leased (`schedule.lua`).
 pub(crate) static SCHEDULE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, include_str!("lua/schedule.lua")]));
+    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, include_str!("lua/schedule.lua")]));
 /// Schedules a chunk of up to 1 000 jobs of one partition
 /// (`schedule_many.lua`).
 pub(crate) static SCHEDULE_MANY_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, include_str!("lua/schedule_many.lua")]));
+    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, include_str!("lua/schedule_many.lua")]));
 /// Claims up to `n` jobs, optionally after an ack, and passes the wake-up
 /// chain on (`claim.lua`).
 pub(crate) static CLAIM_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, include_str!("lua/claim.lua")]));
+    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, BURY, include_str!("lua/claim.lua")]));
 /// Acks a job, fenced by its token (`ack.lua`).
 pub(crate) static ACK_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| script(&[PRELUDE, include_str!("lua/ack.lua")]));
+/// Acks many jobs of one partition (`ack_many.lua`).
+pub(crate) static ACK_MANY_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| script(&[PRELUDE, include_str!("lua/ack_many.lua")]));
 /// Reschedules a held job, or buries it on its last attempt (`retry.lua`).
 pub(crate) static RETRY_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, FENCE, include_str!("lua/retry.lua")]));
+    LazyLock::new(|| {
+        script(&[TIME, PRELUDE, CHAIN, BURY, RESCHEDULE, FENCE, include_str!("lua/retry.lua")])
+    });
 /// Cancels a waiting job (`cancel.lua`).
 pub(crate) static CANCEL_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| script(&[PRELUDE, include_str!("lua/cancel.lua")]));
 /// Moves a dead letter back to the waiting jobs (`requeue.lua`).
 pub(crate) static REQUEUE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, REVIVE, include_str!("lua/requeue.lua")]));
+    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, REVIVE, include_str!("lua/requeue.lua")]));
 /// A held job failed, with a reason: retried later or buried (`fail.lua`).
 pub(crate) static FAIL_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, FENCE, include_str!("lua/fail.lua")]));
+    LazyLock::new(|| {
+        script(&[TIME, PRELUDE, CHAIN, BURY, RESCHEDULE, FENCE, include_str!("lua/fail.lua")])
+    });
 /// One partition's numbers at one instant of Redis' clock (`stats.lua`).
 pub(crate) static STATS_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| script(&[TIME, PRELUDE, include_str!("lua/stats.lua")]));
@@ -85,7 +98,7 @@ pub(crate) static DEAD_LIST_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| script(&[TIME, PRELUDE, include_str!("lua/dead_list.lua")]));
 /// Revives a batch of dead letters (`requeue_all.lua`).
 pub(crate) static REQUEUE_ALL_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, REVIVE, include_str!("lua/requeue_all.lua")]));
+    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, REVIVE, include_str!("lua/requeue_all.lua")]));
 /// Deletes a dead letter (`purge.lua`).
 pub(crate) static PURGE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| script(&[PRELUDE, include_str!("lua/purge.lua")]));
@@ -94,10 +107,10 @@ pub(crate) static PURGE_ALL_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| script(&[PRELUDE, include_str!("lua/purge_all.lua")]));
 /// Renews a lease (`extend.lua`).
 pub(crate) static EXTEND_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, FENCE, include_str!("lua/extend.lua")]));
+    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, FENCE, include_str!("lua/extend.lua")]));
 /// Hands a held job back, due now (`release.lua`).
 pub(crate) static RELEASE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, FENCE, include_str!("lua/release.lua")]));
+    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, FENCE, include_str!("lua/release.lua")]));
 
 /// Records a queue's partition count if none is recorded yet; returns the
 /// recorded count (`record_partitions.lua`; no prelude: it needs neither

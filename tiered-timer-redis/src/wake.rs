@@ -11,9 +11,10 @@
 //! one of them. The holder converts the time to a local instant, sleeps
 //! until then on `tiered-timer`, and claims with the baton; the claim
 //! script passes the baton on to the next event (`src/lua/claim.lua`):
-//! into the marker set, for another waiting worker, or straight back to
-//! the claimer if the next event is due within [`KEEP_HORIZON`] (a worker
-//! that comes back for its next job at once needs no `BZPOPMIN` at all).
+//! into the marker set, for another waiting worker (at once if it is due
+//! already: a backlog is worked on by every idle worker), or straight back
+//! to the claimer if the next event is due within [`KEEP_HORIZON`] (a
+//! worker that comes back for its next job in time needs no `BZPOPMIN`).
 //! Scripts that create an event before the chain head (a schedule, a
 //! retry, a release) put a baton in for it. So a due job costs one
 //! `BZPOPMIN` at most, one claim and one ack, whatever the number of
@@ -32,7 +33,7 @@
 //!   the next waiter, or is released) nor the baton a claim passed back.
 //! * A baton is never dropped: it is claimed with, or handed back
 //!   (`ZADD`) when this process has no worker waiting for it (at once if
-//!   it is due later than [`KEEP_HORIZON`], else [`LINGER`] past its time),
+//!   it is due later than [`HOLD`], else [`LINGER`] past its time),
 //!   when the queue closes, and when the last handle is dropped. If a
 //!   process dies holding one, the first script (or any waiting worker's
 //!   periodic probe of `armed`) that finds the chain head more than
@@ -67,13 +68,17 @@ use crate::conn::Conn;
 use crate::error::Error;
 use crate::job::JobId;
 use crate::keys::Keys;
-use crate::queue::{arg, millis_up, parse, random_id};
+use crate::queue::{arg, millis_up, parse};
 use crate::scripts;
 
 /// A claim passes the next baton back to the claimer if the next event is
 /// due within this long: a worker that comes back for its next job within
 /// it claims without waiting for a baton.
 pub(crate) const KEEP_HORIZON: Duration = Duration::from_millis(50);
+/// A baton held while no worker of this process waits is kept if it is
+/// due within this long (a worker of this process will most likely be
+/// back for it), else handed back at once.
+pub(crate) const HOLD: Duration = Duration::from_secs(1);
 /// A held baton that comes due while no worker of this process waits is
 /// kept this much longer, for a worker that comes back at once, then
 /// handed back.
@@ -82,6 +87,10 @@ pub(crate) const LINGER: Duration = Duration::from_millis(2);
 /// worker probes one partition's chain head (one `HGET`): it is how a
 /// baton lost with a dead process is found.
 const PROBE_EVERY: u32 = 3;
+/// How many due jobs left behind a claim make a backlog (the scripts'
+/// `BACKLOG`): then every worker of this process claims from it at once
+/// instead of waiting for a baton.
+const BACKLOG: u64 = 8;
 /// How long past its time the chain head may go unclaimed (the scripts'
 /// `GRACE`).
 const GRACE: Duration = Duration::from_secs(10);
@@ -115,14 +124,30 @@ pub(crate) struct Setup {
     /// Jobs a claim may take beyond what the waiting workers asked for.
     pub(crate) prefetch: usize,
     pub(crate) health_check: Duration,
+    /// Lease tokens are this random prefix and a counter: unique across
+    /// processes and within this one, and cheap.
+    pub(crate) token_prefix: String,
+    pub(crate) tokens: std::sync::atomic::AtomicU64,
+}
+
+impl Setup {
+    /// A fresh token prefix for one claim (its k-th job's token is
+    /// prefix.k).
+    fn token(&self) -> String {
+        let n = self.tokens.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{}{n:x}", self.token_prefix)
+    }
 }
 
 /// A baton this process holds.
 #[derive(Debug, Clone, Copy)]
-struct Baton {
+pub(crate) struct Baton {
     partition: u32,
     /// Its time, on Redis' clock (ms).
     at_ms: u64,
+    /// 0 for the chain head's baton (named by its time); `k` for the k-th
+    /// extra baton a claim put in for a backlog (named `xk`).
+    extra: u16,
     /// Its time as a local instant (`None`: no clock offset yet; now).
     fire_at: Option<Instant>,
     /// Kept past its time for a worker that may come back (see [`LINGER`]).
@@ -139,6 +164,17 @@ struct Waiter {
 struct Offset {
     redis_ms: u64,
     local: Instant,
+}
+
+impl Baton {
+    /// Its name in the marker set, as the claim script knows it.
+    fn member(&self) -> String {
+        if self.extra == 0 {
+            self.at_ms.to_string()
+        } else {
+            format!("x{}", self.extra)
+        }
+    }
 }
 
 impl Offset {
@@ -161,8 +197,12 @@ struct State {
     /// a while its claims do not hold waiting workers' demand, so that a
     /// dead node's partitions never make the others wait.
     failed_at: std::collections::HashMap<u32, Instant>,
+    /// A partition where the last claim left a backlog ([`BACKLOG`] or
+    /// more due jobs): the next call claims there at once, without a baton,
+    /// instead of waiting for one, so every worker works on a backlog at
+    /// once.
+    backlog: Option<u32>,
     closed: bool,
-    abandoned: bool,
 }
 
 /// How long after a failed claim a partition's claims do not hold demand.
@@ -240,7 +280,7 @@ enum Event {
     Popped {
         blocker: usize,
         generation: u64,
-        result: Result<Option<(String, u64)>, Error>,
+        result: Result<Option<(String, u16, u64)>, Error>,
     },
     Connected {
         blocker: usize,
@@ -269,8 +309,8 @@ pub(crate) enum With {
     /// None: the first claim of this queue handle (claims, and re-arms a
     /// missing or stale chain).
     Start,
-    /// The baton for this time.
-    Baton(u64),
+    /// This baton.
+    Baton(Baton),
 }
 
 #[derive(Debug)]
@@ -287,6 +327,9 @@ pub(crate) struct ClaimRequest {
 #[derive(Debug)]
 pub(crate) struct Outcome {
     pub(crate) now_ms: u64,
+    /// How many due jobs the claim saw and left (at most [`BACKLOG`] + 1):
+    /// [`BACKLOG`] or more is a backlog.
+    pub(crate) left: u64,
     /// `Some(false)`: the job to ack had lost its lease (nothing done).
     pub(crate) acked: Option<bool>,
     pub(crate) kept: Option<u64>,
@@ -321,11 +364,13 @@ impl Shared {
     ///
     /// A prefetched job is taken at once; if no other call waits and this
     /// process holds a baton that is due, the call claims with it right
-    /// away (in a task of its own, so that dropping the call loses
-    /// nothing), without going through the waker task.
+    /// away, without going through the waker task (a call dropped meanwhile
+    /// loses nothing: the claim is finished in a task of its own); and if
+    /// the last claim here left a backlog, the call claims from it at once
+    /// without a baton (taking a job only if more than one is due).
     pub(crate) async fn wait(self: &Arc<Self>, max: usize) -> Delivery {
         loop {
-            let baton = {
+            let direct = {
                 let mut state = self.lock();
                 if state.closed {
                     return Err(Error::Closed);
@@ -336,24 +381,30 @@ impl Shared {
                     return Ok(jobs);
                 }
                 let now = Instant::now();
+                let alone = state.demand() == 0 && state.waiters.is_empty();
                 let due = state
                     .batons
                     .iter()
                     .position(|b| b.fire_at.is_none_or(|at| at <= now));
-                match due {
-                    Some(i) if state.demand() == 0 && state.waiters.is_empty() => {
-                        Some(state.batons.swap_remove(i))
+                match (due, state.backlog) {
+                    (Some(i), _) if alone => {
+                        let baton = state.batons.swap_remove(i);
+                        Some((baton.partition, With::Baton(baton)))
+                    }
+                    (None, Some(partition)) if alone => {
+                        state.backlog = None;
+                        Some((partition, With::Nothing))
                     }
                     _ => None,
                 }
             };
-            let Some(baton) = baton else {
+            let Some((partition, with)) = direct else {
                 break;
             };
             let request = ClaimRequest {
-                partition: baton.partition,
+                partition,
                 n: max + self.setup.prefetch,
-                with: With::Baton(baton.at_ms),
+                with,
                 ack: None,
                 reserved: 0,
             };
@@ -411,7 +462,7 @@ impl Shared {
                 .iter()
                 .position(|b| b.partition == partition && b.fire_at.is_none_or(|at| at <= now));
             match due {
-                Some(i) => With::Baton(state.batons.swap_remove(i).at_ms),
+                Some(i) => With::Baton(state.batons.swap_remove(i)),
                 None => With::Nothing,
             }
         };
@@ -428,9 +479,29 @@ impl Shared {
     /// Runs a claim in a task of its own and waits for its outcome; if
     /// this call is dropped meanwhile, the jobs go to the next waiters.
     async fn claim_for_caller(self: &Arc<Self>, request: ClaimRequest) -> Result<Outcome, Error> {
-        let (tx, rx) = oneshot::channel();
-        tokio::spawn(run_claim(Arc::clone(self), request, Some(tx)));
-        rx.await.unwrap_or(Err(Error::Closed))
+        let shared = Arc::clone(self);
+        let claim: InFlight = Box::pin(async move {
+            let sent = Instant::now();
+            let result = claim(&shared.setup, &request, sent).await;
+            (request, sent, Instant::now(), result)
+        });
+        let mut in_flight = InlineClaim {
+            claim: Some(claim),
+            shared: self,
+        };
+        let (request, sent, received, result) = in_flight.run().await;
+        let result = match result {
+            Ok(mut outcome) => {
+                self.note(&request, sent, received, &mut outcome);
+                Ok(outcome)
+            }
+            Err(error) => {
+                self.note_failure(&request);
+                Err(error)
+            }
+        };
+        self.notify.notify_one();
+        result
     }
 
     /// Takes what a claim made for a caller returned besides its first
@@ -468,7 +539,6 @@ impl Shared {
         }
         let (batons, buffered) = {
             let mut state = self.lock();
-            state.abandoned = true;
             (
                 std::mem::take(&mut state.batons),
                 state
@@ -513,6 +583,11 @@ impl Shared {
         let mut state = self.lock();
         state.reserved = state.reserved.saturating_sub(request.reserved);
         state.failed_at.remove(&partition);
+        if outcome.left >= BACKLOG {
+            state.backlog = Some(partition);
+        } else if state.backlog == Some(partition) {
+            state.backlog = None;
+        }
         if outcome.now_ms > 0 && received.duration_since(sent) < Duration::from_secs(1) {
             state.offset = Some(Offset {
                 redis_ms: outcome.now_ms,
@@ -524,6 +599,7 @@ impl Shared {
             state.batons.push(Baton {
                 partition,
                 at_ms,
+                extra: 0,
                 fire_at,
                 linger_until: None,
             });
@@ -537,25 +613,59 @@ impl Shared {
         let mut state = self.lock();
         state.reserved = state.reserved.saturating_sub(request.reserved);
         state.failed_at.insert(request.partition, Instant::now());
-        if let With::Baton(at_ms) = request.with {
+        if let With::Baton(baton) = request.with {
             state.batons.push(Baton {
-                partition: request.partition,
-                at_ms,
                 fire_at: Some(Instant::now() + Duration::from_millis(500)),
                 linger_until: None,
+                ..baton
             });
         }
     }
 
-    fn is_abandoned(&self) -> bool {
-        self.lock().abandoned
+    /// Hands a claim's outcome to the waker; if the waker is gone (the
+    /// last handle was dropped), hands its jobs and baton back to Redis.
+    async fn report(
+        &self,
+        request: ClaimRequest,
+        sent: Instant,
+        received: Instant,
+        result: Result<Outcome, Error>,
+    ) {
+        let partition = request.partition;
+        let Err(mpsc::error::SendError(event)) = self.inbox.send(Event::Claimed {
+            request,
+            sent,
+            received,
+            result,
+        }) else {
+            return;
+        };
+        if let Event::Claimed {
+            result: Ok(outcome),
+            ..
+        } = event
+        {
+            for job in &outcome.jobs {
+                let _ = self.release(job).await;
+            }
+            if let Some(at_ms) = outcome.kept {
+                let baton = Baton {
+                    partition,
+                    at_ms,
+                    extra: 0,
+                    fire_at: None,
+                    linger_until: None,
+                };
+                let _ = self.hand_back(&baton).await;
+            }
+        }
     }
 
     /// Puts a baton back in its partition's marker set.
     async fn hand_back(&self, baton: &Baton) -> Result<(), Error> {
         let keys = &self.setup.partitions[baton.partition as usize];
         let mut cmd = redis::cmd("ZADD");
-        cmd.arg(keys.marker()).arg(baton.at_ms).arg(baton.at_ms);
+        cmd.arg(keys.marker()).arg(baton.at_ms).arg(baton.member());
         self.setup.conn.query::<i64>(&cmd).await.map(|_| ())
     }
 
@@ -573,6 +683,43 @@ impl Shared {
             )
             .await?;
         Ok(done == 1)
+    }
+}
+
+/// A claim in flight, as a boxed future.
+type InFlight = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (ClaimRequest, Instant, Instant, Result<Outcome, Error>)> + Send>,
+>;
+
+/// A claim run in the caller's task; if the caller is dropped before it
+/// ends, it is finished in a task of its own and reported to the waker (its
+/// jobs go to the next waiters), so that nothing is stranded.
+struct InlineClaim<'a> {
+    claim: Option<InFlight>,
+    shared: &'a Arc<Shared>,
+}
+
+impl InlineClaim<'_> {
+    async fn run(&mut self) -> (ClaimRequest, Instant, Instant, Result<Outcome, Error>) {
+        let claim = self.claim.as_mut().expect("run once");
+        let done = claim.await;
+        self.claim = None;
+        done
+    }
+}
+
+impl Drop for InlineClaim<'_> {
+    fn drop(&mut self) {
+        let Some(claim) = self.claim.take() else {
+            return;
+        };
+        let shared = Arc::clone(self.shared);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let (request, sent, received, result) = claim.await;
+                shared.report(request, sent, received, result).await;
+            });
+        }
     }
 }
 
@@ -607,73 +754,23 @@ impl Drop for Pending<'_> {
 
 /// Runs one claim and reports it: to `caller` if given and still there,
 /// else to the waker.
-async fn run_claim(
-    shared: Arc<Shared>,
-    request: ClaimRequest,
-    caller: Option<oneshot::Sender<Result<Outcome, Error>>>,
-) {
+async fn run_claim(shared: Arc<Shared>, request: ClaimRequest) {
     let sent = Instant::now();
     let result = claim(&shared.setup, &request, sent).await;
     let received = Instant::now();
-    if shared.is_abandoned() {
-        // Nobody is left to take the jobs: hand them back.
-        if let Ok(outcome) = &result {
-            for job in &outcome.jobs {
-                let _ = shared.release(job).await;
-            }
-            if let Some(at_ms) = outcome.kept {
-                let baton = Baton {
-                    partition: request.partition,
-                    at_ms,
-                    fire_at: None,
-                    linger_until: None,
-                };
-                let _ = shared.hand_back(&baton).await;
-            }
-        }
-        return;
-    }
-    match caller {
-        Some(caller) => {
-            // The baton and the clock go to this process' state at once
-            // (the caller's next call may want the baton); the jobs to the
-            // caller, or to the next waiters if it left.
-            let result = match result {
-                Ok(mut outcome) => {
-                    shared.note(&request, sent, received, &mut outcome);
-                    Ok(outcome)
-                }
-                Err(error) => {
-                    shared.note_failure(&request);
-                    Err(error)
-                }
-            };
-            if let Err(Ok(outcome)) = caller.send(result) {
-                shared.absorb(outcome.jobs);
-            }
-            shared.notify.notify_one();
-        }
-        None => {
-            let _ = shared.inbox.send(Event::Claimed {
-                request,
-                sent,
-                received,
-                result,
-            });
-        }
-    }
+    shared.report(request, sent, received, result).await;
 }
 
 /// Runs the claim script.
 async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<Outcome, Error> {
     let keys = &setup.partitions[request.partition as usize];
     let lease_ms = millis_up(setup.lease);
-    let token = random_id();
+    let token = setup.token();
     let (baton, min_due) = match request.with {
         With::Nothing => (String::new(), 2),
         With::Rescue => ("r".to_owned(), 1),
         With::Start => (String::new(), 1),
-        With::Baton(at_ms) => (at_ms.to_string(), 1),
+        With::Baton(baton) => (baton.member(), 1),
     };
     let (ack_id, ack_token) = match &request.ack {
         Some((id, token)) => (arg(id.as_str()), arg(token)),
@@ -701,7 +798,8 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
     let kept: i64 = parse(fields.next())?;
     let buried: Vec<String> = parse(fields.next())?;
     let flat: Vec<Value> = parse(fields.next())?;
-    let mut jobs = Vec::with_capacity(flat.len() / 6);
+    let left: i64 = parse(fields.next()).unwrap_or(0);
+    let mut jobs = Vec::with_capacity(flat.len() / 5);
     let mut flat = flat.into_iter();
     while let Some(id) = flat.next() {
         let id: String = parse(Some(id))?;
@@ -709,7 +807,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
         let deadline_ms: u64 = parse(flat.next())?;
         let attempt: u32 = parse(flat.next())?;
         let expired: i64 = parse(flat.next())?;
-        let token: String = parse(flat.next())?;
+        let token = format!("{token}.{}", jobs.len() + 1);
         jobs.push(Claimed {
             partition: request.partition,
             id: JobId::from(id),
@@ -724,6 +822,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
     }
     Ok(Outcome {
         now_ms: u64::try_from(now_ms).unwrap_or(0),
+        left: u64::try_from(left).unwrap_or(0),
         acked: match acked {
             1 => Some(true),
             0 => Some(false),
@@ -860,16 +959,14 @@ impl Waker {
         self.fire_batons(now, closed, &mut soonest);
         self.release_stale_buffer(now, &mut soonest);
         // Keep a blocking call outstanding while workers wait, unless a
-        // baton held here comes due soon anyway (an earlier event meanwhile
-        // goes to another waiting worker, if any).
+        // baton held here is due now and serves them at once.
         let waiting = {
             let mut state = self.shared.lock();
-            let soon = now + KEEP_HORIZON;
             state.demand() > 0
                 && !state
                     .batons
                     .iter()
-                    .any(|b| b.fire_at.is_none_or(|at| at <= soon))
+                    .any(|b| b.fire_at.is_none_or(|at| at <= now))
         } && !closed;
         for index in 0..self.blockers.len() {
             match self.blockers[index].phase {
@@ -934,11 +1031,12 @@ impl Waker {
                     }
                     state.batons.push(baton);
                 } else {
-                    // Nobody here waits: keep it only if it is due soon,
-                    // and only until LINGER past its time, for a worker
-                    // that comes back at once.
+                    // Nobody here waits: keep it only if it is due within
+                    // HOLD, and only until LINGER past its time, for a
+                    // worker that comes back by then; else another worker
+                    // may use it.
                     let at = baton.fire_at.unwrap_or(now);
-                    if at <= now + KEEP_HORIZON {
+                    if at <= now + HOLD {
                         let until = *baton.linger_until.get_or_insert(at.max(now) + LINGER);
                         if until > now {
                             soonest(until);
@@ -954,7 +1052,7 @@ impl Waker {
             self.spawn_claim(ClaimRequest {
                 partition: baton.partition,
                 n,
-                with: With::Baton(baton.at_ms),
+                with: With::Baton(baton),
                 ack: None,
                 reserved,
             });
@@ -1019,7 +1117,7 @@ impl Waker {
     }
 
     fn spawn_claim(&self, request: ClaimRequest) {
-        tokio::spawn(run_claim(Arc::clone(&self.shared), request, None));
+        tokio::spawn(run_claim(Arc::clone(&self.shared), request));
     }
 
     fn block(&mut self, index: usize) {
@@ -1042,7 +1140,13 @@ impl Waker {
                 .query_async::<Option<(String, String, f64)>>(&mut conn)
                 .await
             {
-                Ok(Some((key, _, score))) => Ok(Some((key, score.max(0.0) as u64))),
+                Ok(Some((key, member, score))) => {
+                    let extra = member
+                        .strip_prefix('x')
+                        .and_then(|k| k.parse().ok())
+                        .unwrap_or(0);
+                    Ok(Some((key, extra, score.max(0.0) as u64)))
+                }
                 Ok(None) => Ok(None),
                 Err(error) => Err(Error::Redis(error)),
             };
@@ -1111,13 +1215,13 @@ impl Waker {
                     return;
                 }
                 match result {
-                    Ok(Some((key, at_ms))) => {
+                    Ok(Some((key, extra, at_ms))) => {
                         let b = &mut self.blockers[blocker];
                         b.phase = Phase::Idle;
                         b.empty = 0;
                         if let Some(i) = b.markers.iter().position(|m| *m == key) {
                             let partition = b.partitions[i];
-                            self.hold(partition, at_ms);
+                            self.hold(partition, at_ms, extra);
                         }
                     }
                     Ok(None) => {
@@ -1224,13 +1328,14 @@ impl Waker {
         }
     }
 
-    /// Holds a baton popped or passed back for `partition` at `at_ms`.
-    fn hold(&mut self, partition: u32, at_ms: u64) {
+    /// Holds a baton popped for `partition` at `at_ms`.
+    fn hold(&mut self, partition: u32, at_ms: u64, extra: u16) {
         let mut state = self.shared.lock();
         let fire_at = state.offset.map(|o| o.local_at(at_ms));
         state.batons.push(Baton {
             partition,
             at_ms,
+            extra,
             fire_at,
             linger_until: None,
         });
