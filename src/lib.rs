@@ -101,8 +101,11 @@
 //!   As with tokio, only the start of a `sleep(d)` is read from the clock
 //!   of the runtime the call runs in (the same clock unless runtimes with
 //!   differently paused clocks are mixed).
-//! * Sleeps of a timer that has shut down (its [`Timer`] dropped, or its
-//!   runtime shut down) panic when polled, saying so; resetting one does not.
+//! * Sleeps of a timer that was shut down ([`Timer::shutdown`]) panic when
+//!   polled, saying so; resetting one does not. While a runtime shuts down,
+//!   sleeps of its timers polled by its own workers stay pending (their
+//!   tasks are being dropped); polled anywhere else, they panic. A
+//!   [`Timer`] lives while any [`Handle`] or future of it does.
 //! * "Forever" deadlines are as tokio's: `sleep(Duration::MAX)`, or any
 //!   deadline `Instant` cannot represent, is clamped to 30 years from now
 //!   ([`Sleep::deadline`] reports it), filed and counted by

@@ -5,7 +5,7 @@ use std::future::IntoFuture;
 use std::time::Duration;
 
 use crate::clock::{Clock, TokioClock};
-use crate::driver::{registry, Config, Shared};
+use crate::driver::{registry, Config, Lifetime, Shared};
 use crate::error::Error;
 use crate::schedule::{Scheduled, Unfired};
 use crate::sync::Arc;
@@ -38,11 +38,13 @@ impl Default for Config {
 /// ([`Handle::schedule`]), in the manner of Kafka's `SystemTimer` and
 /// Netty's `HashedWheelTimer`.
 ///
-/// The timer's driver is a task on the tokio runtime that built it.
-/// **Dropping the `Timer` shuts it down**, as [`Timer::shutdown`] does: its
-/// pending sleeps are woken and panic when next polled, saying so, and its
-/// callbacks that never ran are dropped. Keep the `Timer` alive for as long
-/// as its [`Handle`]s are used.
+/// The timer's driver is a task on the tokio runtime that built it. The
+/// timer lives while anything of it does: the `Timer`, a [`Handle`], or a
+/// sleep, timeout, interval or `DelayQueue` made from one. So
+/// `Timer::new().handle()` is a working handle. It ends when the last of
+/// them is dropped (callbacks that never ran are then dropped: pending
+/// callbacks alone do not keep a timer alive), when [`Timer::shutdown`] is
+/// called, or when its runtime shuts down.
 ///
 /// # Examples
 ///
@@ -108,6 +110,7 @@ impl Timer {
     /// ```
     #[track_caller]
     #[allow(clippy::new_without_default)] // needs a runtime: not a plain value
+    #[must_use = "a timer ends when it and every handle and future of it are dropped"]
     pub fn new() -> Timer {
         Timer::builder().build()
     }
@@ -141,8 +144,10 @@ impl Timer {
     /// polled with a message naming the shutdown (a sleep that had already
     /// completed stays complete), and the driver task ends. Callbacks found
     /// due but not yet run are returned too; one already running finishes.
-    /// Calling it again returns an empty `Vec`. Dropping the `Timer` does
-    /// the same and drops the callbacks.
+    /// Calling it again returns an empty `Vec`.
+    ///
+    /// Dropping the `Timer` does not shut it down while its handles or
+    /// futures live (see [`Timer`]).
     ///
     /// # Examples
     ///
@@ -170,13 +175,6 @@ impl Timer {
             .into_iter()
             .map(Unfired::new)
             .collect()
-    }
-}
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        // Closures are dropped here, after the timer's lock is released.
-        drop(self.handle.shared.shutdown());
     }
 }
 
@@ -332,6 +330,7 @@ impl Builder {
     /// # }
     /// ```
     #[track_caller]
+    #[must_use = "a timer ends when it and every handle and future of it are dropped"]
     pub fn build(self) -> Timer {
         let Config {
             tick, wheel_size, ..
@@ -359,7 +358,8 @@ impl Builder {
             shards: runtime.workers(),
             ..self.config
         };
-        let (shared, driver) = Shared::new(config, self.clock, Some(runtime.clone()));
+        let (shared, driver) =
+            Shared::new(config, self.clock, Some(runtime.clone()), Lifetime::Owners);
         runtime.spawn(driver);
         Timer {
             handle: Handle { shared },

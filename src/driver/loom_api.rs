@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Config, Driver, Shared};
+use super::{Config, Driver, Lifetime, Shared};
 use crate::clock::ManualClock;
 use crate::sync::Arc;
 use crate::{Handle, Unfired};
@@ -25,7 +25,8 @@ impl Model {
             max_pending: usize::MAX,
             shards: 2,
         };
-        let (shared, driver) = Shared::new(config, Arc::new(clock.clone()), None);
+        let (shared, driver) =
+            Shared::new(config, Arc::new(clock.clone()), None, Lifetime::Runtime);
         Model {
             shared,
             _driver: driver,

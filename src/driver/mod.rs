@@ -228,6 +228,10 @@ pub(crate) struct Shared {
     /// inline flush in [`DriverWake`] re-arm it; see [`Shared::arm`].
     arm: Mutex<Arm>,
     is_shutdown: AtomicBool,
+    /// Set when the runtime dropped the driver task before the timer was
+    /// shut down otherwise: the runtime is shutting down (see
+    /// [`Shared::shut_down_by_this_runtime`]).
+    runtime_gone: AtomicBool,
 }
 
 impl Shared {
@@ -238,11 +242,17 @@ impl Shared {
     ///
     /// If the clock cannot make a sleep (tokio's, on a runtime without its
     /// time driver), at the caller's location.
+    ///
+    /// With [`Lifetime::Runtime`] the driver keeps the timer alive until the
+    /// runtime drops it (a runtime's default timer); with
+    /// [`Lifetime::Owners`] it holds it weakly, so the timer ends when its
+    /// last owner (a `Timer`, `Handle` or future) is dropped.
     #[track_caller]
     pub(crate) fn new(
         config: Config,
         clock: Arc<dyn Clock>,
         runtime: Option<Runtime>,
+        lifetime: Lifetime,
     ) -> (Arc<Shared>, Driver) {
         let now = clock.now();
         // Made now rather than on the driver's first turn so that a runtime
@@ -275,12 +285,16 @@ impl Shared {
                 until: Some(0),
             }),
             is_shutdown: AtomicBool::new(false),
+            runtime_gone: AtomicBool::new(false),
         });
         let wake = Waker::from(Arc::new(DriverWake {
             shared: Arc::downgrade(&shared),
         }));
         let driver = Driver {
-            shared: shared.clone(),
+            shared: match lifetime {
+                Lifetime::Runtime => DriverRef::Strong(shared.clone()),
+                Lifetime::Owners => DriverRef::Weak(Arc::downgrade(&shared)),
+            },
             wake,
         };
         (shared, driver)
@@ -341,6 +355,21 @@ impl Shared {
 
     pub(crate) fn is_shutdown(&self) -> bool {
         self.is_shutdown.load(Ordering::Acquire)
+    }
+
+    /// Whether the timer shut down because the runtime running its driver
+    /// is shutting down, and the caller runs on that same runtime: it is
+    /// polling a task the runtime is about to drop. (tokio drops its own
+    /// time driver only after the tasks, so its sleeps never see this; a
+    /// driver that is a task can be dropped while another worker still
+    /// polls.) Such a sleep stays pending instead of panicking. Anywhere
+    /// else, a sleep of a timer that is gone would never complete, and its
+    /// poll says so.
+    pub(crate) fn shut_down_by_this_runtime(&self) -> bool {
+        self.runtime_gone.load(Ordering::Acquire)
+            && self.runtime.as_ref().is_some_and(|runtime| {
+                Runtime::try_current().is_some_and(|current| current.id() == runtime.id())
+            })
     }
 
     /// How many entries are registered and have neither fired nor been
@@ -1006,13 +1035,39 @@ impl Wake for DriverWake {
     }
 }
 
+/// How long a timer lives: see [`Shared::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifetime {
+    /// Until its runtime drops the driver task.
+    Runtime,
+    /// Until its last owner is dropped (or its runtime drops the driver).
+    Owners,
+}
+
+/// The driver's hold on its timer.
+#[derive(Debug)]
+enum DriverRef {
+    Strong(Arc<Shared>),
+    Weak(Weak<Shared>),
+}
+
+impl DriverRef {
+    fn get(&self) -> Option<Arc<Shared>> {
+        match self {
+            DriverRef::Strong(shared) => Some(shared.clone()),
+            DriverRef::Weak(shared) => shared.upgrade(),
+        }
+    }
+}
+
 /// The driver task of one timer.
 ///
 /// Dropping it (the runtime shutting down, for instance) shuts the timer
-/// down.
+/// down. It ends when the timer shuts down, or when the last owner of a
+/// [`Lifetime::Owners`] timer is dropped.
 #[derive(Debug)]
 pub(crate) struct Driver {
-    shared: Arc<Shared>,
+    shared: DriverRef,
     /// A [`DriverWake`]: what the clock sleep is polled with.
     wake: Waker,
 }
@@ -1021,13 +1076,18 @@ impl Future for Driver {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.shared.set_driver_waker(cx.waker()) {
+        // Every owner gone: the timer was dropped (and woke us, see
+        // `Shared`'s `Drop`), nothing is left to drive.
+        let Some(shared) = self.shared.get() else {
+            return Poll::Ready(());
+        };
+        if !shared.set_driver_waker(cx.waker()) {
             return Poll::Ready(());
         }
         loop {
-            let flushed = self.shared.flush(DRIVER_BATCH);
+            let flushed = shared.flush(DRIVER_BATCH);
             // Callbacks found due by this flush, or by an inline one.
-            let more_ready = self.shared.run_ready(DRIVER_BATCH);
+            let more_ready = shared.run_ready(DRIVER_BATCH);
             if flushed == Flushed::Shutdown {
                 return Poll::Ready(());
             }
@@ -1036,7 +1096,7 @@ impl Future for Driver {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            match self.shared.arm(&self.wake, true) {
+            match shared.arm(&self.wake, true) {
                 Armed::Waiting | Armed::Busy => return Poll::Pending,
                 // Time moved while we flushed: go round again.
                 Armed::Due => {}
@@ -1047,9 +1107,25 @@ impl Future for Driver {
 
 impl Drop for Driver {
     /// The runtime is dropping the driver task: shut the timer down. The
-    /// callbacks that never ran are dropped.
+    /// callbacks that never ran are dropped. (If the timer had already
+    /// shut down, or every owner is gone, there is nothing to do.)
     fn drop(&mut self) {
-        drop(self.shared.shutdown());
+        if let Some(shared) = self.shared.get() {
+            if !shared.is_shutdown() {
+                shared.runtime_gone.store(true, Ordering::Release);
+            }
+            drop(shared.shutdown());
+        }
+    }
+}
+
+impl Drop for Shared {
+    /// The last owner of a [`Lifetime::Owners`] timer is gone: wake its
+    /// driver task so that it ends. (Callbacks that never ran are dropped
+    /// with the wheel.)
+    fn drop(&mut self) {
+        let driver = lock(&self.control).driver.take();
+        wake(driver);
     }
 }
 

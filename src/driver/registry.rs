@@ -14,7 +14,7 @@
 
 use std::cell::RefCell;
 
-use super::{Config, Shared};
+use super::{Config, Lifetime, Shared};
 use crate::clock::TokioClock;
 use crate::rt::{Runtime, RuntimeId};
 use crate::sync::{Arc, Weak};
@@ -131,6 +131,7 @@ fn find_or_start(runtime: &Runtime, id: RuntimeId) -> Handle {
         },
         Arc::new(TokioClock),
         Some(runtime.clone()),
+        Lifetime::Runtime,
     );
     defaults.push((id, Arc::downgrade(&shared)));
     drop(defaults);
