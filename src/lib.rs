@@ -168,6 +168,7 @@ mod schedule;
 mod sleep;
 mod stats;
 mod sync;
+mod ticks;
 mod timeout;
 mod timer;
 #[cfg(all(feature = "tower", not(loom)))]
