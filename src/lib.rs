@@ -190,6 +190,7 @@ mod schedule;
 mod sleep;
 mod stats;
 mod sync;
+mod ticks;
 mod timeout;
 mod timer;
 #[cfg(all(feature = "tower", not(loom)))]

@@ -9,9 +9,9 @@ use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::driver::deadlines::{FIRED, SHUTDOWN};
-use crate::driver::registry;
 use crate::driver::EntryKey;
 use crate::driver::Filing;
+use crate::timer::registry;
 use crate::{Handle, Instant};
 
 /// Waits until `duration` has elapsed.
@@ -196,7 +196,7 @@ impl SleepState {
 
 impl Sleep {
     /// A sleep until `deadline`, which the timer serves (see
-    /// [`Ticks::clamp`](crate::driver::ticks::Ticks::clamp)).
+    /// [`Ticks::clamp`](crate::ticks::Ticks::clamp)).
     pub(crate) fn new(handle: Handle, deadline: Instant) -> Sleep {
         debug_assert!(deadline <= handle.shared.ticks().last());
         Sleep {

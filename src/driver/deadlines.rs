@@ -21,8 +21,7 @@
 //!   driver therefore always meets an entry no later than it is wanted.
 
 use crate::sync::{AtomicU64, OnceLock, Ordering};
-
-use super::ticks::MAX_TICK;
+use crate::ticks::MAX_TICK;
 
 /// The entry fired: its waker has been taken and woken.
 pub(crate) const FIRED: u64 = u64::MAX;

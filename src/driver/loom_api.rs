@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{Config, Driver, Lifetime, Shared};
+use super::task::Driver;
+use super::{Config, Lifetime, Shared};
 use crate::clock::ManualClock;
 use crate::sync::Arc;
 use crate::{Handle, Unfired};

@@ -1,6 +1,13 @@
 //! Unit tests of the driver's shared state.
 
-use super::*;
+use std::task::Waker;
+use std::time::Duration;
+
+use super::deadlines::FIRED;
+use super::flush::Flushed;
+use super::shared::Slot;
+use super::{unpack, Config, Filing, Lifetime, Shared};
+use crate::sync::Arc;
 
 /// One wheel slot per pending timer: a sleep's waker and no more, so a
 /// slab slot (entry, links, deadline and slot) stays at 40 bytes.

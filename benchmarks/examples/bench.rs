@@ -3,8 +3,8 @@
 //! from the client's clock). Prints a markdown table.
 //!
 //! ```sh
-//! cargo run --release -p tiered-timer-redis --example bench
-//! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release -p tiered-timer-redis --example bench
+//! cargo run --release -p tiered-timer-benchmarks --example bench
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release -p tiered-timer-benchmarks --example bench
 //! ```
 //!
 //! With `REDIS_URL` it uses (and cleans up) keys under `ttr:{bench-*}` and
@@ -12,7 +12,7 @@
 //! Lateness is measured on the machine's clock against each job's due time
 //! (Redis and the bench share that clock here). About a minute.
 
-mod support;
+use tiered_timer_benchmarks::redis_support as support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

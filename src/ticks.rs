@@ -1,4 +1,5 @@
-//! Conversions between instants and the wheel's integer ticks.
+//! Time as the wheels count it: conversions between instants and integer
+//! ticks, shared by the timer's driver and by `DelayQueue`.
 //!
 //! This is where the never-early rule is made exact: a deadline is rounded
 //! *up* to the next tick boundary and the current time *down*, so
@@ -13,7 +14,6 @@
 
 use std::time::Duration;
 
-use crate::timer::far_future;
 use crate::Instant;
 
 /// The largest tick a deadline word can hold: the words above it are the
@@ -153,6 +153,15 @@ impl Ticks {
         let offset = Duration::new(secs, (nanos % 1_000_000_000) as u32);
         self.origin.checked_add(offset)
     }
+}
+
+/// The deadline that stands for "forever": about 30 years from `now`, as
+/// tokio clamps it, or as far as `Instant` reaches.
+pub(crate) fn far_future(now: Instant) -> Instant {
+    const THIRTY_YEARS: Duration = Duration::from_secs(86_400 * 365 * 30);
+    now.checked_add(THIRTY_YEARS)
+        .or_else(|| now.checked_add(Duration::from_secs(86_400)))
+        .unwrap_or(now)
 }
 
 /// The smaller of two optional ticks, `None` being "never".

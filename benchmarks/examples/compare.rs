@@ -4,14 +4,13 @@
 //! per implementation, and the ratio ours/peer for each peer.
 //!
 //! ```sh
-//! cargo run --release --example compare            # everything, a few minutes
-//! cargo run --release --example compare 3          # one workload (id prefix)
-//! cargo run --release --example compare cascade    # or its key: guard, reset,
-//!                                                  # mass, cascade, idle, memory,
-//!                                                  # blocked, floor
+//! cargo run --release -p tiered-timer-benchmarks --example compare          # everything, a few minutes
+//! cargo run --release -p tiered-timer-benchmarks --example compare 3        # one workload (id prefix)
+//! cargo run --release -p tiered-timer-benchmarks --example compare cascade  # or its key: guard, reset,
+//!                                 # mass, cascade, idle, memory, blocked, floor
 //! # with tokio's alternative (per-worker) timer as a peer column:
 //! RUSTFLAGS="--cfg tokio_unstable" cargo run --release \
-//!     --target-dir target/unstable --example compare
+//!     --target-dir target/unstable -p tiered-timer-benchmarks --example compare
 //! ```
 //!
 //! Peers: `tokio::time`, tokio's alternative timer (`tokio-alt`, only in a
@@ -68,7 +67,7 @@ use std::time::{Duration, Instant};
 // Live heap counting, switched on only in the memory child process so the
 // timing workloads pay nothing but one relaxed load per allocation.
 
-#[path = "../tests/support/counting_alloc.rs"]
+#[path = "../../tests/support/counting_alloc.rs"]
 mod counting_alloc;
 
 // ---------------------------------------------------------------------------
@@ -202,9 +201,7 @@ fn server_runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-#[path = "../tests/support/process_cpu.rs"]
-mod process_cpu;
-use process_cpu::process_cpu;
+use tiered_timer_benchmarks::process_cpu;
 
 /// Our default timer's driver wakeups so far (NaN for the peers). Call in
 /// the runtime's context.
@@ -1242,7 +1239,7 @@ fn main() {
 
     println!("Machine: {}", machine());
     println!(
-        "Command: cargo run --release --example compare {}",
+        "Command: cargo run --release -p tiered-timer-benchmarks --example compare {}",
         filter.unwrap_or("")
     );
     println!();

@@ -6,8 +6,9 @@
 //! The queue owns a timing wheel of its own (the crate's pure core, which
 //! the timers use too): no lock, no driver task, no sharing. Its owner's
 //! calls move it: `insert`, `reset` and `remove` file and unfile entries in
-//! O(1), and [`DelayQueue::poll_expired`] hands out what is due. To be woken, the queue keeps **one** [`Sleep`] of this
-//! crate, set to the start of the wheel's earliest bucket and reset in
+//! O(1), and [`DelayQueue::poll_expired`] hands out what is due. To be
+//! woken, the queue keeps **one** [`Sleep`](crate::Sleep) of this crate
+//! (see `poll.rs`), set to the start of the wheel's earliest bucket and reset in
 //! place as that moves; its timer (the current runtime's default timer, or
 //! the one given to [`DelayQueue::with_handle`]) supplies the clock and the
 //! tick, so tokio's paused time, a [`ManualClock`](crate::clock::ManualClock)
@@ -26,15 +27,19 @@
 //! (polled out, removed, cleared) never matches again, even once its slot
 //! holds another value: the stamps differ.
 
+mod expired;
+mod poll;
+
 use std::fmt;
-use std::pin::Pin;
-use std::task::{ready, Context, Poll, Waker};
+use std::task::Waker;
 use std::time::Duration;
 
-use crate::driver::ticks::Ticks;
-use crate::driver::Config;
-use crate::wheel::{self, Polled, Wheel};
-use crate::{Handle, Instant, Sleep};
+use crate::timer::DEFAULT_WHEEL_SIZE;
+use crate::wheel::{self, Wheel};
+use crate::{Handle, Instant};
+
+pub use self::expired::{Expired, Key};
+use self::poll::QueueTimer;
 
 // Ground rules: everything is behind `&mut self`; the queue is plain data
 // plus one `Sleep`. The only other party is the timer's driver, which wakes
@@ -42,10 +47,6 @@ use crate::{Handle, Instant, Sleep};
 // `Sleep` (resetting it earlier, or after it fired, takes its shard's lock
 // once). The queue's own waker is woken only from `&mut self` methods, never
 // with a lock held.
-
-/// Most cascade steps (each moving a few dozen entries of a coarse bucket
-/// into finer ones) one `poll_expired` takes before it yields.
-const MAX_STEPS_PER_POLL: usize = 64;
 
 /// A queue of values that come out once their deadlines are reached.
 ///
@@ -139,174 +140,11 @@ pub struct DelayQueue<T> {
     next_stamp: u64,
 }
 
-/// The queue's timer: its handle, time base, and the one sleep.
-struct QueueTimer {
-    handle: Handle,
-    ticks: Ticks,
-    sleep: Sleep,
-}
-
 /// A value and the stamp of its insertion.
 #[derive(Debug)]
 struct Slot<T> {
     value: T,
     stamp: u64,
-}
-
-/// A token naming a value in a [`DelayQueue`]; returned by
-/// [`DelayQueue::insert`].
-///
-/// It names that value only: once the value has left the queue (polled out,
-/// removed, or cleared), the key matches nothing, even after its slot holds
-/// another value.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use tiered_timer::DelayQueue;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let mut queue = DelayQueue::new();
-/// let key = queue.insert("a", Duration::from_secs(1));
-/// queue.remove(&key);
-/// let other = queue.insert("b", Duration::from_secs(1));
-/// assert_ne!(key, other);
-/// assert!(queue.try_remove(&key).is_none()); // never "b"
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Key {
-    index: usize,
-    stamp: u64,
-}
-
-/// A value that left a [`DelayQueue`]: polled out at its deadline, or
-/// removed.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use tiered_timer::DelayQueue;
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// let mut queue = DelayQueue::new();
-/// let key = queue.insert("job", Duration::from_secs(5));
-/// let expired = std::future::poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
-/// assert_eq!(expired.key(), key);
-/// assert_eq!(expired.into_inner(), "job");
-/// # }
-/// ```
-#[derive(Debug)]
-pub struct Expired<T> {
-    data: T,
-    deadline: Instant,
-    key: Key,
-}
-
-impl<T> Expired<T> {
-    /// Returns a reference to the value.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use tiered_timer::DelayQueue;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let mut queue = DelayQueue::new();
-    /// let key = queue.insert(7, Duration::from_secs(5));
-    /// assert_eq!(*queue.remove(&key).get_ref(), 7);
-    /// # }
-    /// ```
-    pub fn get_ref(&self) -> &T {
-        &self.data
-    }
-
-    /// Returns a mutable reference to the value.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use tiered_timer::DelayQueue;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let mut queue = DelayQueue::new();
-    /// let key = queue.insert(7, Duration::from_secs(5));
-    /// let mut expired = queue.remove(&key);
-    /// *expired.get_mut() += 1;
-    /// assert_eq!(expired.into_inner(), 8);
-    /// # }
-    /// ```
-    pub fn get_mut(&mut self) -> &mut T {
-        &mut self.data
-    }
-
-    /// Returns the value.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use tiered_timer::DelayQueue;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let mut queue = DelayQueue::new();
-    /// let key = queue.insert(String::from("x"), Duration::from_secs(5));
-    /// let value: String = queue.remove(&key).into_inner();
-    /// assert_eq!(value, "x");
-    /// # }
-    /// ```
-    pub fn into_inner(self) -> T {
-        self.data
-    }
-
-    /// Returns the value's deadline as the queue kept it: rounded up to the
-    /// timer's tick, and no earlier than the queue's time when it was
-    /// inserted or last reset (see [`DelayQueue::deadline`]).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tiered_timer::{DelayQueue, Instant};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = DelayQueue::new();
-    /// let asked = Instant::now() + Duration::from_secs(5);
-    /// queue.insert_at("x", asked);
-    /// let expired = std::future::poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
-    /// assert!(expired.deadline() >= asked);
-    /// assert!(Instant::now() >= expired.deadline()); // never early
-    /// # }
-    /// ```
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
-    /// Returns the key the value was inserted under (it names nothing any
-    /// more).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # use tiered_timer::DelayQueue;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let mut queue = DelayQueue::new();
-    /// let key = queue.insert((), Duration::from_secs(5));
-    /// assert_eq!(queue.remove(&key).key(), key);
-    /// # }
-    /// ```
-    pub fn key(&self) -> Key {
-        self.key
-    }
 }
 
 impl<T> DelayQueue<T> {
@@ -346,7 +184,7 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn with_capacity(capacity: usize) -> DelayQueue<T> {
-        DelayQueue::build(Config::default().wheel_size, capacity)
+        DelayQueue::build(DEFAULT_WHEEL_SIZE, capacity)
     }
 
     /// Creates an empty queue on the timer of `handle`: its clock (such as a
@@ -405,25 +243,6 @@ impl<T> DelayQueue<T> {
             reached: 0,
             waker: None,
             next_stamp: 0,
-        }
-    }
-
-    /// The queue's timer, looked up on first use.
-    #[track_caller]
-    fn timer(&mut self) -> &mut QueueTimer {
-        if self.timer.is_none() {
-            self.timer = Some(QueueTimer::new(Handle::current()));
-            self.catch_up();
-        }
-        self.timer.as_mut().expect("just set")
-    }
-
-    /// Brings the wheel's time up to the clock, so that what is filed next
-    /// lands in fine buckets.
-    fn catch_up(&mut self) {
-        if let Some(timer) = &self.timer {
-            let now = timer.ticks.now_tick(timer.handle.shared.now());
-            self.wheel.catch_up(now);
         }
     }
 
@@ -503,43 +322,6 @@ impl<T> DelayQueue<T> {
         let (index, due_at) = self.wheel.insert(tick, Slot { value, stamp });
         self.due_at(due_at);
         Key { index, stamp }
-    }
-
-    /// The tick of a deadline `timeout` from now, clamped as by
-    /// [`Handle::sleep`] when out of range.
-    #[track_caller]
-    fn tick_after(&mut self, timeout: Duration) -> u64 {
-        let timer = self.timer();
-        let now = timer.handle.shared.now();
-        let when = timer.ticks.clamp(now.checked_add(timeout), || now);
-        timer.ticks.deadline_tick(when)
-    }
-
-    /// The tick of deadline `when`, clamped as by [`Handle::sleep_until`]
-    /// when out of range.
-    #[track_caller]
-    fn tick_of(&mut self, when: Instant) -> u64 {
-        let timer = self.timer();
-        let when = timer.ticks.clamp(Some(when), || timer.handle.shared.now());
-        timer.ticks.deadline_tick(when)
-    }
-
-    /// Something was filed to come out of the wheel at tick `due_at`: if
-    /// that is before the sleep would wake the poller, wake it now, so that
-    /// its next poll sets the sleep earlier.
-    fn due_at(&mut self, due_at: u64) {
-        if self.armed.is_none_or(|armed| due_at < armed) {
-            if let Some(waker) = self.waker.take() {
-                waker.wake();
-            }
-        }
-    }
-
-    /// The instant of a tick the queue filed (deadlines are clamped before
-    /// filing, so it is representable).
-    fn instant_of(&self, tick: u64) -> Instant {
-        let timer = self.timer.as_ref().expect("a filed entry implies a timer");
-        timer.ticks.instant_of(tick)
     }
 
     /// The wheel index of `key`, if its value is still in the queue.
@@ -734,107 +516,6 @@ impl<T> DelayQueue<T> {
         self.due_at(due_at);
     }
 
-    /// Pulls out the next value whose deadline has been reached.
-    ///
-    /// Returns `Ready(Some(expired))` for such a value, `Pending` if values
-    /// wait but none is due (the waker of `cx` is woken when one is, or
-    /// when an insertion or reset makes one due sooner), and `Ready(None)`
-    /// if the queue is empty (inserting afterwards makes it yield again, and
-    /// wakes the last waker).
-    ///
-    /// Each call does a bounded amount of work and spends one unit of
-    /// tokio's cooperative budget; with the budget spent it returns
-    /// `Pending` and arranges to be polled again.
-    ///
-    /// # Panics
-    ///
-    /// If the queue's timer has shut down (a [`Timer`](crate::Timer) given
-    /// to [`with_handle`](Self::with_handle) was dropped) while values wait;
-    /// outside a runtime, for a queue on the default timer.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::future::poll_fn;
-    /// use std::time::Duration;
-    /// use tiered_timer::DelayQueue;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = DelayQueue::new();
-    /// queue.insert("second", Duration::from_secs(2));
-    /// queue.insert("first", Duration::from_secs(1));
-    /// let mut out = Vec::new();
-    /// while let Some(expired) = poll_fn(|cx| queue.poll_expired(cx)).await {
-    ///     out.push(expired.into_inner());
-    /// }
-    /// assert_eq!(out, ["first", "second"]);
-    /// # }
-    /// ```
-    #[track_caller]
-    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
-        if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            self.waker = Some(cx.waker().clone());
-        }
-        if self.wheel.len() == 0 {
-            // Whatever the sleep was set for, an insertion must wake us.
-            self.armed = None;
-            return Poll::Ready(None);
-        }
-        let coop = ready!(crate::rt::poll_proceed(cx));
-        let poll = self.poll_due(cx);
-        if poll.is_ready() {
-            coop.made_progress();
-        }
-        poll.map(Some)
-    }
-
-    /// Hands out the next due value, or sets the sleep for the earliest
-    /// bucket and waits.
-    #[track_caller]
-    fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<Expired<T>> {
-        let mut steps = 0;
-        loop {
-            match self.wheel.poll_step(self.reached) {
-                Polled::Due(index) => return Poll::Ready(self.take(index)),
-                Polled::Busy => {
-                    steps += 1;
-                    if steps == MAX_STEPS_PER_POLL {
-                        // A big coarse bucket is being moved down: carry on
-                        // in the next poll, after the other tasks.
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
-                }
-                Polled::Idle => {
-                    let next = self
-                        .wheel
-                        .next_expiration()
-                        .expect("every value in the queue is filed");
-                    ready!(self.wait_until(next, cx));
-                }
-            }
-        }
-    }
-
-    /// Sets the sleep for tick `next` and polls it; once it has fired,
-    /// records the tick reached (by the clock: often later than `next`).
-    #[track_caller]
-    fn wait_until(&mut self, next: u64, cx: &mut Context<'_>) -> Poll<()> {
-        if self.armed != Some(next) {
-            let at = self.instant_of(next);
-            let timer = self.timer();
-            Pin::new(&mut timer.sleep).reset(at);
-            self.armed = Some(next);
-        }
-        let timer = self.timer();
-        ready!(timer.sleep.poll_elapsed(cx));
-        let now = timer.handle.shared.now_tick();
-        self.armed = None;
-        self.reached = self.reached.max(next).max(now);
-        Poll::Ready(())
-    }
-
     /// Returns the key of the value [`poll_expired`](Self::poll_expired)
     /// will pull out next, without waiting for it: a value already due if
     /// any, else one with the earliest deadline (if several share that
@@ -884,7 +565,7 @@ impl<T> DelayQueue<T> {
         let elapsed = self.wheel.elapsed();
         let wheel_size = match &self.timer {
             Some(timer) => timer.handle.shared.config().wheel_size,
-            None => Config::default().wheel_size,
+            None => DEFAULT_WHEEL_SIZE,
         };
         let mut wheel = Wheel::new(wheel_size);
         wheel.catch_up(elapsed);
@@ -1041,18 +722,6 @@ impl<T> DelayQueue<T> {
     }
 }
 
-impl QueueTimer {
-    fn new(handle: Handle) -> QueueTimer {
-        let ticks = *handle.shared.ticks();
-        let sleep = handle.sleep_until(handle.shared.now());
-        QueueTimer {
-            handle,
-            ticks,
-            sleep,
-        }
-    }
-}
-
 #[cold]
 #[track_caller]
 fn stale_key_panic(method: &str) -> ! {
@@ -1068,16 +737,6 @@ impl<T> Unpin for DelayQueue<T> {}
 impl<T> Default for DelayQueue<T> {
     fn default() -> DelayQueue<T> {
         DelayQueue::new()
-    }
-}
-
-impl<T> futures_core::Stream for DelayQueue<T> {
-    type Item = Expired<T>;
-
-    /// As [`DelayQueue::poll_expired`]: `Ready(None)` when the queue is
-    /// empty, and more items after a later insertion.
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
-        self.get_mut().poll_expired(cx)
     }
 }
 

@@ -3,7 +3,7 @@
 //! within each round, median of the rounds. Prints a markdown table.
 //!
 //! ```sh
-//! cargo run --release --example compare_delay_queue   # under a minute
+//! cargo run --release -p tiered-timer-benchmarks --example compare_delay_queue   # under a minute
 //! ```
 //!
 //! Workloads (values are `u64`; each round runs on a fresh current-thread
@@ -36,7 +36,7 @@ use tokio::time::Instant;
 // ---------------------------------------------------------------------------
 // Live heap, counted for every allocation (both queues pay the same).
 
-#[path = "../tests/support/counting_alloc.rs"]
+#[path = "../../tests/support/counting_alloc.rs"]
 mod counting_alloc;
 
 use counting_alloc::live_bytes as live;

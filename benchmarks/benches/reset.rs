@@ -3,7 +3,7 @@
 //! polled again, as an idle connection's deadline guard is on every event.
 //! Ours against `tokio::time` (pingora's sleeps cannot be reset).
 //!
-//! `cargo bench --bench reset`
+//! `cargo bench -p tiered-timer-benchmarks --bench reset`
 
 use std::future::Future;
 use std::hint::black_box;

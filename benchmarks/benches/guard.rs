@@ -11,7 +11,7 @@
 //!   timers of each implementation pending, due 20..30 s out, parked once
 //!   before timing; the guards (60 s) are never the earliest.
 //!
-//! `cargo bench --bench guard`
+//! `cargo bench -p tiered-timer-benchmarks --bench guard`
 
 use std::future::Future;
 use std::hint::black_box;

@@ -8,8 +8,6 @@
 //! it): deadlines under 2^36 ms, keys used only while their value is in the
 //! queue.
 
-#![cfg(not(loom))]
-
 macro_rules! switch_tests {
     ($name:ident, $($import:tt)*) => {
         mod $name {

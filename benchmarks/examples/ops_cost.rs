@@ -7,13 +7,13 @@
 //! inside a script too).
 //!
 //! ```sh
-//! cargo run --release -p tiered-timer-redis --example ops_cost
+//! cargo run --release -p tiered-timer-benchmarks --example ops_cost
 //! ```
 //!
 //! With `REDIS_URL` it uses (and deletes) keys under `ttr:{ops-cost-*}`
 //! only; otherwise it starts its own redis-server. A few seconds.
 
-mod support;
+use tiered_timer_benchmarks::redis_support as support;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

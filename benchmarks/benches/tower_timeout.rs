@@ -13,7 +13,7 @@
 //! less when the machine is shared. A timer's cost per request is its
 //! median minus the median of no timeout.
 //!
-//! `cargo bench --bench tower_timeout --features tower`
+//! `cargo bench -p tiered-timer-benchmarks --bench tower_timeout`
 //! (`ROUNDS=31 cargo bench ...` for more rounds).
 
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ const TASKS: usize = 1_000;
 const REQUESTS: usize = 200;
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-#[path = "../tests/support/pending_once.rs"]
+#[path = "../../tests/support/pending_once.rs"]
 mod pending_once;
 use pending_once::PendingOnce;
 
@@ -65,9 +65,7 @@ where
     }
 }
 
-#[path = "../tests/support/process_cpu.rs"]
-mod process_cpu;
-use process_cpu::process_cpu;
+use tiered_timer_benchmarks::process_cpu;
 
 /// Time per request of one round: wall clock and process CPU.
 #[derive(Clone, Copy, Debug)]

@@ -1,6 +1,5 @@
 //! The process's CPU time, for the benchmarks that report it beside wall
-//! time (`examples/compare.rs`, `benches/tower_timeout.rs`), which include
-//! this file with `#[path = ...] mod process_cpu;`.
+//! time (`examples/compare.rs`, `benches/tower_timeout.rs`).
 
 use std::time::Duration;
 

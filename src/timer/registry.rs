@@ -14,8 +14,8 @@
 
 use std::cell::RefCell;
 
-use super::{Config, Lifetime, Shared};
 use crate::clock::TokioClock;
+use crate::driver::{Config, Lifetime, Shared};
 use crate::rt::{Runtime, RuntimeId};
 use crate::sync::{Arc, Weak};
 // Process-wide bookkeeping, not part of what loom models: plain std.

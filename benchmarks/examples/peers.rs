@@ -4,8 +4,8 @@
 //! tables.
 //!
 //! ```sh
-//! cargo run --release -p tiered-timer-redis --example peers                  # full: 4-5 min
-//! PEERS_QUICK=1 cargo run --release -p tiered-timer-redis --example peers    # quick: < 2 min
+//! cargo run --release -p tiered-timer-benchmarks --example peers                  # full: 4-5 min
+//! PEERS_QUICK=1 cargo run --release -p tiered-timer-benchmarks --example peers    # quick: < 2 min
 //! ```
 //!
 //! Workloads (each peer on a freshly flushed server, `FLUSHALL SYNC`):
@@ -41,7 +41,7 @@
 //! so `poll_with_interval` is what a user must add), and rsmq_async's own
 //! `Worker` defaults to 1 s.
 
-mod support;
+use tiered_timer_benchmarks::redis_support as support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
