@@ -159,21 +159,28 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod discover;
 mod error;
 mod failure;
 // `bytes` and `utc` are for the `ttr` binary, which includes the file too.
 #[allow(dead_code)]
 mod human;
+mod inspect;
 mod job;
 mod keys;
+mod lateness;
+mod metrics;
 mod queue;
 mod scripts;
 mod wake;
 
 pub use crate::admin::{DeadLetter, Stats};
+pub use crate::discover::{find_queues, QueueInfo};
 pub use crate::error::Error;
 pub use crate::failure::Fate;
+pub use crate::inspect::{JobInfo, JobState, JobSummary, Listing, Page, MAX_PAGE, PREVIEW};
 pub use crate::job::{Job, JobId};
+pub use crate::lateness::Lateness;
 pub use crate::queue::{Builder, Queue};
 
 #[cfg(test)]
@@ -193,5 +200,9 @@ mod tests {
         send_sync::<crate::Stats>();
         send_sync::<crate::DeadLetter>();
         send_sync::<crate::Fate>();
+        send_sync::<crate::JobInfo>();
+        send_sync::<crate::Page>();
+        send_sync::<crate::Lateness>();
+        send_sync::<crate::QueueInfo>();
     }
 }

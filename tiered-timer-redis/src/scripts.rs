@@ -309,7 +309,7 @@ fn code(body: &[&str]) -> String {
     code
 }
 
-fn script(body: &[&str]) -> Script {
+pub(crate) fn script(body: &[&str]) -> Script {
     Script::new(&code(body))
 }
 
