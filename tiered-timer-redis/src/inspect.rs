@@ -55,7 +55,6 @@ static PROMOTE: LazyLock<Script> =
 /// assert_eq!(JobState::Leased.to_string(), "leased");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum JobState {
     /// Scheduled and not delivered (or given back): due at its due time,
     /// or already due and waiting for a worker.
@@ -145,7 +144,6 @@ pub struct JobInfo {
 /// assert_eq!(Listing::Dead.as_str(), "dead");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum Listing {
     /// Waiting jobs, earliest due time first.
     Waiting,

@@ -162,8 +162,6 @@ mod admin;
 mod discover;
 mod error;
 mod failure;
-// `bytes` and `utc` are for the `ttr` binary, which includes the file too.
-#[allow(dead_code)]
 mod human;
 mod inspect;
 mod job;
