@@ -196,7 +196,14 @@ fn stats_cells(stats: &Stats) -> String {
 
 const STATS_HEAD: &str = r#"<th class="n">Pending</th><th class="n">Due now</th><th class="n">Most overdue</th><th class="n">Leased</th><th class="n">Expired leases</th><th class="n">Dead</th>"#;
 
+/// The depth chart over the samples kept: the last hour, or since this
+/// process began sampling (at least a minute), whichever is shorter.
 fn depth_chart(title: &str, now: SystemTime, samples: &[Sample]) -> String {
+    let window = samples
+        .first()
+        .map_or(WINDOW, |s| now.duration_since(s.at).unwrap_or_default())
+        .clamp(Duration::from_secs(60), WINDOW);
+    let title = format!("{title} · last {} min", window.as_secs().div_ceil(60));
     let series = [
         Series {
             label: "pending",
@@ -214,7 +221,7 @@ fn depth_chart(title: &str, now: SystemTime, samples: &[Sample]) -> String {
             points: samples.iter().map(|s| (s.at, s.leased)).collect(),
         },
     ];
-    chart::lines(title, now, WINDOW, &series)
+    chart::lines(&title, now, window, &series)
 }
 
 pub(crate) fn overview(view: &View<'_>, rows: &[QueueRow]) -> String {
@@ -268,7 +275,7 @@ pub(crate) fn overview(view: &View<'_>, rows: &[QueueRow]) -> String {
     body.push_str(r#"<div class="charts">"#);
     for row in rows {
         body.push_str(&depth_chart(
-            &format!("{} · last hour", esc(&row.info.name)),
+            &esc(&row.info.name),
             row.stats.redis_time,
             &row.samples,
         ));
@@ -329,7 +336,7 @@ pub(crate) fn queue_page(q: &QueuePage<'_>) -> String {
     body.push_str("</div>");
 
     body.push_str(r#"<div class="charts">"#);
-    body.push_str(&depth_chart("Depth · last hour", s.redis_time, q.samples));
+    body.push_str(&depth_chart("Depth", s.redis_time, q.samples));
     match q.lateness {
         Some(l) if l.total() > 0 => body.push_str(&chart::histogram(
             "Lateness of recent claims · last hour",
