@@ -47,13 +47,12 @@ pub(crate) const LATENESS_BOUNDS_MS: [u64; 19] = [
 ];
 
 /// The keys of one partition, in the order the scripts expect them
-/// (`KEYS[1]` .. `KEYS[8]`), its wake-up channel and its lateness
-/// histogram (not among the eight: only the claim script writes it).
+/// (`KEYS[1]` .. `KEYS[9]`; the ninth, the lateness histogram, is for the
+/// claim script's `record_lateness`), and its wake-up channel.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    pub(crate) ordered: [String; 8],
+    pub(crate) ordered: [String; 9],
     pub(crate) channel: String,
-    pub(crate) lateness: String,
 }
 
 impl Keys {
@@ -75,9 +74,9 @@ impl Keys {
                 key("deadline"),
                 key("token"),
                 key("error"),
+                key("lateness"),
             ],
             channel: key("wake"),
-            lateness: key("lateness"),
         }
     }
 
@@ -94,6 +93,11 @@ impl Keys {
     /// The dead letters' sorted set.
     pub(crate) fn dead(&self) -> &str {
         &self.ordered[2]
+    }
+
+    /// The lateness histogram (`KEYS[9]`).
+    pub(crate) fn lateness(&self) -> &str {
+        &self.ordered[8]
     }
 }
 
@@ -154,7 +158,7 @@ mod tests {
     #[test]
     fn one_partition_shares_the_queue_tag() {
         let keys = Keys::new("orders", 0, 1);
-        for key in keys.ordered.iter().chain([&keys.channel, &keys.lateness]) {
+        for key in keys.ordered.iter().chain([&keys.channel]) {
             assert!(key.starts_with("ttr:{orders}:"), "{key}");
         }
     }

@@ -169,7 +169,7 @@ impl Queue {
         for keys in &self.inner.partitions {
             let stored: Option<Vec<u8>> = self
                 .inner
-                .query(redis::cmd("GET").arg(&keys.lateness))
+                .query(redis::cmd("GET").arg(keys.lateness()))
                 .await?;
             lateness.add_stored(stored.as_deref().unwrap_or_default());
         }

@@ -79,11 +79,17 @@
 //! overdue the most overdue waiting job is. [`Queue::dead_letters`] lists
 //! the dead with their last error, attempts, time of death and payload
 //! size; [`Queue::requeue`] / [`Queue::requeue_all`] give them another
-//! round, [`Queue::purge`] / [`Queue::purge_all`] delete them. The `ttr`
-//! binary puts these on the command line:
+//! round, [`Queue::purge`] / [`Queue::purge_all`] delete them.
+//! [`Queue::job`] shows one job whatever its state, [`Queue::list`] pages
+//! through waiting, due, leased or dead jobs, [`Queue::promote`] makes a
+//! waiting job due now, [`find_queues`] finds every queue on a Redis, and
+//! [`Queue::lateness`] reads how late claims were. The `ttr` binary (crate
+//! `tiered-timer-ttr`) puts these on the command line and in a web
+//! dashboard, with Prometheus metrics; the `metrics` feature reports
+//! counters through the `metrics` facade (see `src/metrics.rs`):
 //!
 //! ```text
-//! $ cargo run -p tiered-timer-redis --bin ttr -- --url redis://127.0.0.1:6379/ stats orders
+//! $ cargo run -p tiered-timer-ttr -- --url redis://127.0.0.1:6379/ stats orders
 //! queue orders (1 partition), Redis time 2026-11-24 22:35:48 UTC
 //!
 //! pending  1206   6 due now, the oldest 1m 16s overdue
@@ -149,6 +155,18 @@
 //!
 //! Dead-letter events carry `attempts` (the limit) instead of `attempt`;
 //! the wake-up subscription's events have `queue` and `channels`.
+//!
+//! # Metrics
+//!
+//! With the feature `metrics`, the crate also reports through the
+//! [`metrics`](https://docs.rs/metrics) facade, labelled `queue`: the
+//! counters `ttr_jobs_claimed_total`, `ttr_jobs_acked_total`,
+//! `ttr_jobs_retried_total`, `ttr_jobs_failed_total`,
+//! `ttr_jobs_dead_lettered_total`, `ttr_leases_lost_total` and
+//! `ttr_lease_renewals_total`, and the histogram
+//! `ttr_claim_lateness_seconds` (Redis' now at a claim minus the due time,
+//! for jobs claimed from the waiting jobs). Without the feature there is no
+//! `metrics` dependency and no cost.
 
 #![warn(
     missing_docs,

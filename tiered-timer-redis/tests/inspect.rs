@@ -234,3 +234,38 @@ async fn lateness_sums_the_partitions_histograms() {
     assert_eq!(lateness.quantile(0.5), Some(Duration::ZERO));
     assert_eq!(lateness.quantile(0.9), Some(Duration::from_secs(1)));
 }
+
+/// Claims count in the lateness histogram, one per job taken from the
+/// waiting jobs, in the bucket of its lateness by Redis' clock.
+///
+/// Ignored until the claim script calls `record_lateness` (the claim is
+/// being rewritten for batch claims, issue 25): wiring it is
+/// `script(&[crate::lateness::RECORD_LATENESS, CLAIM])` for
+/// `CLAIM_SCRIPT`, and `record_lateness(KEYS[9], late)` once per claim
+/// script, `late` holding `now - due` of each job claimed from the due set.
+#[tokio::test]
+#[ignore = "the claim script does not call record_lateness yet (issue 25)"]
+async fn claims_record_their_lateness() {
+    let server = RedisServer::start();
+    let queue = Queue::connect(&server.url(), "orders").await.unwrap();
+    let t0 = server.now_ms().await;
+    // Due 3 s and 40 s before the claims: the 5 s and 1 min buckets.
+    queue.schedule_at(at_ms(t0 - 40_000), "a").await.unwrap();
+    queue.schedule_at(at_ms(t0 - 3_000), "b").await.unwrap();
+    queue
+        .schedule(Duration::from_secs(3600), "later")
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let job = tokio::time::timeout(WAIT, queue.next())
+            .await
+            .unwrap()
+            .unwrap();
+        job.ack().await.unwrap();
+    }
+    let lateness = queue.lateness().await.unwrap();
+    assert_eq!(lateness.total(), 2);
+    let buckets = lateness.buckets();
+    assert_eq!(buckets[12], (Some(Duration::from_secs(5)), 1));
+    assert_eq!(buckets[15], (Some(Duration::from_secs(60)), 1));
+}

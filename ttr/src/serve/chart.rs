@@ -63,7 +63,7 @@ pub(crate) fn lines(
             yy + 4.0
         );
     }
-    let minutes = window.as_secs() / 60;
+    let minutes = window.as_secs().div_ceil(60);
     let _ = write!(
         svg,
         r#"<text x="{LEFT}" y="{:.1}" class="axis">-{minutes} min</text><text x="{:.1}" y="{:.1}" text-anchor="end" class="axis">now</text>"#,

@@ -392,12 +392,15 @@ fn can_act_note(view: &View<'_>) -> &'static str {
     }
 }
 
+/// Action buttons: what each does and its label.
+type Buttons = &'static [(Action, &'static str)];
+
 fn listing_table(q: &QueuePage<'_>, page: &Page) -> String {
     let view = &q.view;
     let act = view.signed_in;
     let name = q.name;
     let tab = q.listing.as_str();
-    let (row_actions, bulk): (&[(Action, &str)], &[(Action, &str)]) = match q.listing {
+    let (row_actions, bulk): (Buttons, Buttons) = match q.listing {
         Listing::Waiting | Listing::Due => (
             &[(Action::Promote, "Promote"), (Action::Cancel, "Cancel")],
             &[

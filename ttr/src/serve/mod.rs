@@ -298,7 +298,7 @@ impl App {
     }
 
     /// Checks a POST: same origin, CSRF token, then the token.
-    fn authorize(&self, headers: &HeaderMap, form_csrf: Option<&str>) -> Result<(), Response> {
+    fn authorize(&self, headers: &HeaderMap, form_csrf: Option<&str>) -> Result<(), Refusal> {
         same_origin(headers)?;
         let csrf = form_csrf.map(str::to_owned).or_else(|| {
             headers
@@ -307,19 +307,19 @@ impl App {
                 .map(str::to_owned)
         });
         if !csrf.is_some_and(|c| same(&c, &self.csrf)) {
-            return Err(refuse(
+            return Err(Refusal(
                 StatusCode::FORBIDDEN,
                 "missing or wrong CSRF token: reload the page and try again",
             ));
         }
         if self.token.is_none() {
-            return Err(refuse(
+            return Err(Refusal(
                 StatusCode::FORBIDDEN,
                 "this dashboard is read-only: start `ttr serve` with --token to allow actions",
             ));
         }
         if !self.signed_in(headers) {
-            return Err(refuse(
+            return Err(Refusal(
                 StatusCode::UNAUTHORIZED,
                 "log in with the token first",
             ));
@@ -330,11 +330,11 @@ impl App {
 
 /// Refuses cross-site requests: an `Origin` must name this `Host`, and a
 /// `Sec-Fetch-Site` must be `same-origin` (or `none`, typed by the user).
-fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
+fn same_origin(headers: &HeaderMap) -> Result<(), Refusal> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(site) = text("sec-fetch-site") {
         if site != "same-origin" && site != "none" {
-            return Err(refuse(StatusCode::FORBIDDEN, "cross-site request refused"));
+            return Err(Refusal(StatusCode::FORBIDDEN, "cross-site request refused"));
         }
     }
     if let Some(origin) = text("origin") {
@@ -344,13 +344,23 @@ fn same_origin(headers: &HeaderMap) -> Result<(), Response> {
             .or_else(|| origin.strip_prefix("https://"))
             .unwrap_or("");
         if origin_host.is_empty() || origin_host != host {
-            return Err(refuse(
+            return Err(Refusal(
                 StatusCode::FORBIDDEN,
                 "cross-origin request refused",
             ));
         }
     }
     Ok(())
+}
+
+/// Why a request is refused, and its status.
+#[derive(Debug)]
+struct Refusal(StatusCode, &'static str);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        refuse(self.0, self.1)
+    }
 }
 
 fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -587,7 +597,7 @@ async fn action(
 ) -> Response {
     let form = fields(&body);
     if let Err(refused) = app.authorize(&headers, field(&form, "csrf")) {
-        return refused;
+        return refused.into_response();
     }
     // A row's own button names its action and job ("requeue:ID"); the
     // bulk buttons name the action, and the ticked boxes the jobs.
@@ -659,7 +669,7 @@ async fn login_page(State(app): State<Shared>) -> Response {
 
 async fn login(State(app): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
     if let Err(refused) = same_origin(&headers) {
-        return refused;
+        return refused.into_response();
     }
     let form = fields(&body);
     let nonce = random_token();
@@ -699,7 +709,7 @@ async fn login(State(app): State<Shared>, headers: HeaderMap, body: Bytes) -> Re
 
 async fn logout(headers: HeaderMap) -> Response {
     if let Err(refused) = same_origin(&headers) {
-        return refused;
+        return refused.into_response();
     }
     let mut response = (StatusCode::SEE_OTHER, "").into_response();
     let h = response.headers_mut();
