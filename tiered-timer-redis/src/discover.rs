@@ -4,7 +4,7 @@
 //! Ground rules:
 //!
 //! * The registry ([`QUEUES`], a hash of name → partition count) is
-//!   written by a queue's first schedule call in each process (one `HSET`
+//!   written after a queue's first successful schedule call in each process (one `HSET`
 //!   per [`Queue`] handle, best effort): producers know how their queue is
 //!   partitioned, operators' tools (which never schedule) do not, so they
 //!   never write it.

@@ -556,7 +556,6 @@ impl Queue {
     /// Checks one job and schedules it with one script on its partition.
     async fn schedule_inner(&self, id: JobId, due: Due, payload: Vec<u8>) -> Result<JobId, Error> {
         let (mode, value) = self.inner.checked_due(&id, due, &payload)?;
-        self.inner.register().await;
         let keys = self.inner.keys_of(&id);
         let args = vec![
             arg(id.as_str()),
@@ -569,6 +568,7 @@ impl Queue {
             .inner
             .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
             .await?;
+        self.inner.register().await;
         Ok(id)
     }
 
@@ -935,9 +935,6 @@ impl Inner {
         // delays from the first script's `TIME`; on a cluster, each
         // partition from its own node's (the clock that decides when its
         // jobs are due).
-        if !ids.is_empty() {
-            self.register().await;
-        }
         let one_clock = matches!(self.conn, Conn::Single(_));
         let mode = if delays { "d" } else { "a" };
         let mut base: Option<u64> = None;
@@ -964,6 +961,9 @@ impl Inner {
                 written += new;
                 base.get_or_insert(used_base);
             }
+        }
+        if !ids.is_empty() {
+            self.register().await;
         }
         Ok((ids, written))
     }
