@@ -483,6 +483,13 @@ async fn queue_page(
     headers: HeaderMap,
 ) -> Response {
     let query = fields(query.unwrap_or_default().as_bytes());
+    match app.queues().await {
+        Ok(found) if !found.iter().any(|q| q.name == name) => {
+            return refuse(StatusCode::NOT_FOUND, "no such queue on this Redis")
+        }
+        Ok(_) => {}
+        Err(e) => return failed(&e),
+    }
     let queue = match app.queue(&name).await {
         Ok(q) => q,
         Err(e) => return failed(&e),
