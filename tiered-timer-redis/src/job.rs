@@ -235,6 +235,7 @@ impl Job {
         self.finished = true;
         if done {
             tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
+            crate::metrics::acked(self.inner.name());
             Ok(())
         } else {
             self.lost("ack")
@@ -274,6 +275,7 @@ impl Job {
         match done {
             1 => {
                 tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, ?delay, "job retried");
+                crate::metrics::retried(self.inner.name());
                 Ok(())
             }
             2 => Ok(()), // buried, and traced as such by the queue
@@ -392,6 +394,7 @@ impl Job {
             *self.local_lease.lock().unwrap_or_else(|e| e.into_inner()) =
                 LocalLease { sent, length };
             tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, lease = ?length, "lease extended");
+            crate::metrics::lease_renewed(self.inner.name());
             Ok(())
         } else {
             self.lost("extend_lease")
@@ -499,6 +502,7 @@ impl Job {
     /// renewed: `last_error` if Redis could not be reached, else the lease
     /// ran out while this task was not polled (a blocked thread, say).
     fn given_up(&self, last_error: Option<Error>) -> Error {
+        crate::metrics::lease_lost(self.inner.name());
         match last_error {
             Some(error) => {
                 tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease given up: Redis could not be reached before it would run out");
@@ -515,6 +519,7 @@ impl Job {
 
     /// Reports a lease found lost by `call`.
     pub(crate) fn lost<T>(&self, call: &'static str) -> Result<T, Error> {
+        crate::metrics::lease_lost(self.inner.name());
         tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, call, "lease lost: it ran out before the call, and the job is delivered again");
         Err(Error::LeaseExpired {
             id: self.id.clone(),

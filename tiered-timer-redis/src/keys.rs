@@ -20,6 +20,13 @@
 //! | `ttr:T:token` | hash | id → the current lease's token |
 //! | `ttr:T:error` | hash | id → the last error: a worker's reason from [`Job::fail`](crate::Job::fail) and the like, or why the job died ("lease expired after 3 attempts") |
 //! | `ttr:T:wake` | pub/sub channel | "a job is due in `d` ms", sent when a new job becomes the earliest (once per batched chunk at most) |
+//! | `ttr:T:lateness` | string (`BITFIELD`) | how late claims were: one saturating `u32` counter per bucket of [`LATENESS_BOUNDS_MS`], written with one `BITFIELD` per claim batch (see `src/lua/record_lateness.lua`) |
+//!
+//! And one key for all queues, outside any hash tag:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | [`QUEUES`] (`ttr:queues`) | hash | queue name → its partition count, written by a queue's first schedule call, so that `ttr` and its dashboard find every queue and how it is partitioned |
 
 use crate::error::Error;
 
@@ -28,11 +35,23 @@ pub(crate) const MAX_QUEUE_NAME: usize = 200;
 /// The longest job id, in bytes.
 pub(crate) const MAX_JOB_ID: usize = 512;
 
+/// The registry of queues: name → partition count (see the module docs).
+pub(crate) const QUEUES: &str = "ttr:queues";
+
+/// The upper bounds (inclusive, in ms) of the lateness histogram's
+/// buckets; a last bucket counts everything later. The claim script's
+/// `record_lateness` (`src/lua/record_lateness.lua`) has the same list.
+pub(crate) const LATENESS_BOUNDS_MS: [u64; 19] = [
+    0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 300_000,
+    900_000, 3_600_000,
+];
+
 /// The keys of one partition, in the order the scripts expect them
-/// (`KEYS[1]` .. `KEYS[8]`), and its wake-up channel.
+/// (`KEYS[1]` .. `KEYS[9]`; the ninth, the lateness histogram, is for the
+/// claim script's `record_lateness`), and its wake-up channel.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    pub(crate) ordered: [String; 8],
+    pub(crate) ordered: [String; 9],
     pub(crate) channel: String,
 }
 
@@ -55,6 +74,7 @@ impl Keys {
                 key("deadline"),
                 key("token"),
                 key("error"),
+                key("lateness"),
             ],
             channel: key("wake"),
         }
@@ -73,6 +93,11 @@ impl Keys {
     /// The dead letters' sorted set.
     pub(crate) fn dead(&self) -> &str {
         &self.ordered[2]
+    }
+
+    /// The lateness histogram (`KEYS[9]`).
+    pub(crate) fn lateness(&self) -> &str {
+        &self.ordered[8]
     }
 }
 

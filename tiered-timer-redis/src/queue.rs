@@ -80,6 +80,8 @@ pub(crate) struct Inner {
     closed: AtomicBool,
     /// How many [`Job`]s of this queue are out (see the ground rules).
     held: watch::Sender<usize>,
+    /// Set once this handle wrote the queue to the registry (`src/discover.rs`).
+    pub(crate) registered: AtomicBool,
     _subscriber: Subscriber,
 }
 
@@ -273,6 +275,7 @@ impl Builder {
                 wake,
                 closed: AtomicBool::new(false),
                 held: watch::Sender::new(0),
+                registered: AtomicBool::new(false),
                 _subscriber: subscriber,
             }),
         })
@@ -565,6 +568,7 @@ impl Queue {
             .inner
             .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
             .await?;
+        self.inner.register().await;
         Ok(id)
     }
 
@@ -958,6 +962,9 @@ impl Inner {
                 base.get_or_insert(used_base);
             }
         }
+        if !ids.is_empty() {
+            self.register().await;
+        }
         Ok((ids, written))
     }
 
@@ -991,7 +998,7 @@ impl Inner {
         let payload: Vec<u8> = parse(fields.next())?;
         let deadline_ms: u64 = parse(fields.next())?;
         let attempt: u32 = parse(fields.next())?;
-        let _expiry = fields.next();
+        let expiry: u64 = parse(fields.next())?;
         let expired: i64 = parse(fields.next()).unwrap_or(0);
         self.trace_buried(partition, fields.next());
         if expired == 1 {
@@ -999,6 +1006,10 @@ impl Inner {
         } else {
             tracing::debug!(queue = %self.name, job = %id, attempt, partition, "job claimed");
         }
+        crate::metrics::claimed(
+            &self.name,
+            crate::metrics::claim_lateness(expired == 1, expiry, lease_ms, deadline_ms),
+        );
         let lease = Duration::from_millis(lease_ms);
         Ok(Claim::Job(Job {
             inner: Arc::clone(this),
@@ -1023,6 +1034,7 @@ impl Inner {
         if let Ok(ids) = parse::<Vec<String>>(buried) {
             for id in ids {
                 tracing::warn!(queue = %self.name, job = %id, attempts = self.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
+                crate::metrics::dead_lettered(&self.name);
             }
         }
     }
@@ -1068,6 +1080,7 @@ impl Inner {
             .await?;
         if done == 2 {
             tracing::warn!(queue = %self.name, job = %id, attempts = self.max_attempts, "job moved to the dead letters: retried on its last attempt");
+            crate::metrics::dead_lettered(&self.name);
         }
         Ok(done)
     }

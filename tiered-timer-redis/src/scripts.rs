@@ -11,7 +11,7 @@
 //! * A due time is rounded *up* to a whole millisecond and "now" *down*,
 //!   so "due <= now" in whole milliseconds implies the due time has passed
 //!   by Redis' clock: never early.
-//! * Every script takes the eight keys of [`Keys`](crate::keys::Keys) in
+//! * Every script takes the nine keys of [`Keys`](crate::keys::Keys) in
 //!   their order, so one partition's scripts always run in one slot.
 //! * A lease is fenced by a token: only the holder of the current token,
 //!   before the lease's expiry by Redis' clock, may ack, retry, extend or
@@ -309,7 +309,7 @@ fn code(body: &[&str]) -> String {
     code
 }
 
-fn script(body: &[&str]) -> Script {
+pub(crate) fn script(body: &[&str]) -> Script {
     Script::new(&code(body))
 }
 

@@ -187,6 +187,17 @@ impl RedisServer {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// How many keys hold jobs, as a string (like `DBSIZE`'s answer): every
+    /// key but a queue's own metadata, which outlives its jobs by design
+    /// (the registry `ttr:queues`, the lateness histograms).
+    pub fn job_keys(&self) -> String {
+        self.cli(&["--scan"])
+            .lines()
+            .filter(|key| !key.is_empty() && *key != "ttr:queues" && !key.ends_with(":lateness"))
+            .count()
+            .to_string()
+    }
+
     /// Redis' `total_commands_processed` (`INFO stats`).
     pub fn commands_processed(&self) -> u64 {
         let info = self.cli(&["INFO", "stats"]);
