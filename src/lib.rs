@@ -80,8 +80,8 @@
 //! * entries live in a slab: registering, cancelling and resetting are O(1)
 //!   and a timer costs no allocation of its own.
 //! * the entries are sharded per runtime worker, each shard behind its own
-//!   short-held spin lock, so workers rarely contend; one driver serves all
-//!   shards.
+//!   short-held lock (`std::sync::Mutex`), so workers rarely contend; one
+//!   driver serves all shards.
 //!
 //! The synchronous core lives in `src/wheel/` (it reads no clock and takes no
 //! lock); `src/driver/` runs it on tokio, through a [`clock::Clock`].
@@ -147,10 +147,12 @@
     rust_2018_idioms,
     unreachable_pub
 )]
-// One module needs `unsafe`, for a measured win: `sync::spin`, the shards'
-// lock, which allows it for itself; `deny` keeps it out of everything else.
-// Each unsafe block carries a `// SAFETY:` comment (checked by clippy).
-#![deny(unsafe_code)]
+// No `unsafe` in the default build. The experimental `spin-lock` feature
+// adds one module that needs it, `sync::spin`, which allows it for itself;
+// `deny` keeps it out of everything else. Each unsafe block carries a
+// `// SAFETY:` comment (checked by clippy).
+#![cfg_attr(not(feature = "spin-lock"), forbid(unsafe_code))]
+#![cfg_attr(feature = "spin-lock", deny(unsafe_code))]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod clock;

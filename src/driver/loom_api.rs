@@ -68,10 +68,13 @@ impl Model {
     }
 }
 
-/// The shards' lock on its own, for the model that checks it excludes.
+/// The spin lock (feature `spin-lock`) on its own, for the model that
+/// checks it excludes.
+#[cfg(feature = "spin-lock")]
 #[derive(Debug)]
 pub struct SpinLockProbe(crate::sync::SpinLock<u64>);
 
+#[cfg(feature = "spin-lock")]
 impl SpinLockProbe {
     /// A lock around zero.
     pub fn new() -> SpinLockProbe {
@@ -94,6 +97,7 @@ impl SpinLockProbe {
     }
 }
 
+#[cfg(feature = "spin-lock")]
 impl Default for SpinLockProbe {
     fn default() -> SpinLockProbe {
         SpinLockProbe::new()

@@ -1,6 +1,8 @@
-//! [`SpinLock`], the lock each shard's wheel sits behind.
+//! [`SpinLock`], the lock each shard's wheel sits behind with the
+//! experimental `spin-lock` feature (by default, `std::sync::Mutex`; see
+//! [`ShardLock`](super::ShardLock)). This is the crate's only `unsafe`.
 //!
-//! # Why not `std::sync::Mutex`
+//! # What it saves, and what it risks
 //!
 //! A guard takes a shard's lock twice: to file its entry and to remove it.
 //! Both critical sections are a few dozen instructions, and a shard belongs
@@ -23,6 +25,13 @@
 //! not share a timer with threads of a lower one: yielding does not let a
 //! lower-priority holder run. In debug builds a thread that takes a lock it
 //! already holds panics, naming the cause, instead of waiting for ever.
+//!
+//! Those are the risks of a service in a container: a holder throttled by a
+//! CPU quota leaves its waiters spinning and yielding on the same quota,
+//! then napping, so they notice the release late. tokio's timer uses a
+//! mutex; so does this crate by default. The feature stays only if
+//! measurements show the spin lock better somewhere real and no worse under
+//! a quota.
 
 //! # Ground rules
 //!
@@ -282,8 +291,8 @@ mod tests {
     use super::{SpinGuard, SpinLock};
 
     /// Each increment reads, yields, then writes: two holders at once would
-    /// lose updates (and Miri, `cargo +nightly miri test --lib spin`, reports
-    /// the data race itself).
+    /// lose updates (and Miri, `cargo +nightly miri test --lib --features
+    /// spin-lock spin`, reports the data race itself).
     #[test]
     fn one_holder_at_a_time() {
         let lock = Arc::new(SpinLock::new(0u64));
