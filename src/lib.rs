@@ -148,7 +148,7 @@
     unreachable_pub
 )]
 // No `unsafe` in the default build. The experimental `spin-lock` feature
-// adds one module that needs it, `sync::spin`, which allows it for itself;
+// adds one module that needs it, `spin_lock`, which allows it for itself;
 // `deny` keeps it out of everything else. Each unsafe block carries a
 // `// SAFETY:` comment (checked by clippy).
 #![cfg_attr(not(feature = "spin-lock"), forbid(unsafe_code))]
@@ -165,17 +165,22 @@ mod hyper_timer;
 mod interval;
 #[cfg(not(loom))]
 pub mod io;
-mod rt;
 mod schedule;
+mod shim;
 mod sleep;
+#[cfg(feature = "spin-lock")]
+mod spin_lock;
 mod stats;
-mod sync;
 mod ticks;
 mod timeout;
 mod timer;
 #[cfg(all(feature = "tower", not(loom)))]
 pub mod tower;
 mod wheel;
+
+// The loom shim's halves, by the names the rest of the crate uses: only
+// `shim` looks at `cfg(loom)` to swap std and tokio for loom's versions.
+use crate::shim::{rt, sync};
 
 #[cfg(not(loom))]
 pub use crate::delay_queue::DelayQueue;

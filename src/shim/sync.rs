@@ -1,6 +1,7 @@
-//! The one place the crate takes its synchronization primitives from.
+//! The one place the crate takes its synchronization primitives from
+//! (`crate::sync`).
 //!
-//! Everything shared between threads (the timer's mutex, the per-timer
+//! Everything shared between threads (the shards' locks, the per-timer
 //! deadline words, the flags) is imported from here, so that a loom build
 //! (`RUSTFLAGS="--cfg loom"`) can swap in loom's checked versions without
 //! touching the code it checks.
@@ -17,15 +18,10 @@ pub(crate) use loom::sync::{
     Mutex, MutexGuard,
 };
 
-#[cfg(feature = "spin-lock")]
-mod spin;
-#[cfg(feature = "spin-lock")]
-pub(crate) use self::spin::SpinLock;
-
 /// With the experimental `spin-lock` feature, the shards' wheels sit behind
-/// a [`SpinLock`] (see [`spin`]).
+/// a [`SpinLock`](crate::spin_lock::SpinLock) (see [`crate::spin_lock`]).
 #[cfg(all(feature = "spin-lock", not(loom)))]
-pub(crate) type ShardLock<T> = SpinLock<T>;
+pub(crate) type ShardLock<T> = crate::spin_lock::SpinLock<T>;
 
 /// The lock each shard's wheel sits behind: std's `Mutex`, poisoning
 /// ignored as by [`lock`].
