@@ -65,6 +65,16 @@
 //! # }
 //! ```
 //!
+//! # Features
+//!
+//! None is on by default.
+//!
+//! * `hyper`: `HyperTimer`, hyper's `rt::Timer` on this crate.
+//! * `tower`: the `tower` module, tower's timeout middleware on this timer.
+//! * `spin-lock` (experimental, may be removed): the shards' wheels behind a
+//!   spin lock instead of `std::sync::Mutex`; the only `unsafe` code, which
+//!   the default build forbids.
+//!
 //! # Design
 //!
 //! Each timer is a hierarchy of timing wheels in the style of Kafka's
@@ -141,6 +151,10 @@
 //! tick + 1 ms after the deadline when the runtime is idle. The default
 //! tick is finer than tokio's grid so that the two roundings rarely add up.
 
+// docs.rs (`--cfg docsrs`, see Cargo.toml) marks each feature-gated item
+// with its feature; `loom` is a test build, not something to show.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![cfg_attr(docsrs, doc(auto_cfg(hide(loom))))]
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -175,6 +189,7 @@ mod ticks;
 mod timeout;
 mod timer;
 #[cfg(all(feature = "tower", not(loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 mod wheel;
 
@@ -189,6 +204,7 @@ pub use crate::delay_queue::DelayQueue;
 pub use crate::driver::loom_api as __loom;
 pub use crate::error::Error;
 #[cfg(all(feature = "hyper", not(loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 pub use crate::hyper_timer::HyperTimer;
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use crate::schedule::{Scheduled, Unfired};

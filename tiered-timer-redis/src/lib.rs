@@ -150,6 +150,7 @@
 //! Dead-letter events carry `attempts` (the limit) instead of `attempt`;
 //! the wake-up subscription's events have `queue` and `channels`.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(
     missing_docs,
     missing_debug_implementations,
