@@ -233,3 +233,8 @@ pub use crate::rt::Instant;
 /// `use tokio::time::{sleep, Duration, Instant}`.
 #[doc(no_inline)]
 pub use std::time::Duration;
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

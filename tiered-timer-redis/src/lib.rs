@@ -196,3 +196,8 @@ mod tests {
         send_sync::<crate::Fate>();
     }
 }
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
