@@ -98,6 +98,25 @@
 //!
 //! # Differences from `tokio::time`
 //!
+//! This is the one list of them; the README links here.
+//!
+//! **Two that can change what your code does after the switch:**
+//!
+//! * **[`error::Elapsed`] is this crate's own type, not tokio's.** Code that
+//!   checks a boxed error's type, such as
+//!   `err.is::<tokio::time::error::Elapsed>()` or a `downcast_ref` to it,
+//!   is `false` for a timeout from this crate: test for
+//!   `tiered_timer::error::Elapsed` instead (or for both while you mix
+//!   timers). It has the same `Display` text, and converts into an
+//!   [`std::io::Error`] of kind `TimedOut` as tokio's does. (The `tower`
+//!   feature's middleware returns tower's own `Elapsed`, as tower's does.)
+//! * **[`Interval`] is itself a `futures_core::Stream`**: there is no
+//!   `IntervalStream` wrapper. Replace
+//!   `tokio_stream::wrappers::IntervalStream::new(interval(d))` with
+//!   `interval(d)`.
+//!
+//! The rest:
+//!
 //! * [`Sleep`] is [`Unpin`]; [`Timeout<F>`] is `Unpin` when `F` is.
 //! * A sleep whose deadline has passed completes on its first poll, unless
 //!   the timer's driver is just then due to run for an earlier deadline:
@@ -111,8 +130,11 @@
 //!   As with tokio, only the start of a `sleep(d)` is read from the clock
 //!   of the runtime the call runs in (the same clock unless runtimes with
 //!   differently paused clocks are mixed).
-//! * Sleeps of a timer that has shut down (its [`Timer`] dropped, or its
-//!   runtime shut down) panic when polled, saying so; resetting one does not.
+//! * Sleeps of a timer that was shut down ([`Timer::shutdown`]) panic when
+//!   polled, saying so; resetting one does not. While a runtime shuts down,
+//!   sleeps of its timers polled by its own workers stay pending (their
+//!   tasks are being dropped); polled anywhere else, they panic. A
+//!   [`Timer`] lives while any [`Handle`] or future of it does.
 //! * "Forever" deadlines are as tokio's: `sleep(Duration::MAX)`, or any
 //!   deadline `Instant` cannot represent, is clamped to 30 years from now
 //!   ([`Sleep::deadline`] reports it), filed and counted by

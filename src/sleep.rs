@@ -96,9 +96,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 ///
 /// # Panics
 ///
-/// Polling panics if the timer has shut down (its [`Timer`](crate::Timer)
-/// was dropped, or the runtime running its driver shut down) before the
-/// deadline: the sleep could otherwise never complete.
+/// Polling panics if the timer has shut down before the deadline
+/// ([`Timer::shutdown`](crate::Timer::shutdown), or the runtime running its
+/// driver shut down and the sleep is polled outside that runtime): the
+/// sleep could otherwise never complete.
 ///
 /// # Examples
 ///
@@ -330,6 +331,8 @@ impl Sleep {
                 self.state.set_elapsed(true);
                 Poll::Ready(())
             }
+            // The runtime is dropping this sleep's task: stay pending.
+            Filing::Shutdown if self.handle().shared.shut_down_by_this_runtime() => Poll::Pending,
             Filing::Shutdown => shutdown_panic(),
         }
     }
@@ -346,7 +349,7 @@ fn expect_handle(handle: &Option<Handle>) -> &Handle {
 #[track_caller]
 fn shutdown_panic() -> ! {
     panic!(
-        "tiered-timer: this sleep's timer has shut down (its `Timer` was dropped, or the \
+        "tiered-timer: this sleep's timer has shut down (`Timer::shutdown` was called, or the \
          runtime running its driver shut down), so it can never complete"
     )
 }

@@ -635,7 +635,7 @@ fn wakers_drop_their_sleeps(runtime: Runtime, stream: u64) {
         })
         .await;
         assert_eq!(timer.handle().pending(), 300);
-        drop(timer);
+        drop(timer.shutdown());
         assert_eq!(counts.dropped.load(Ordering::SeqCst), wakers.len());
     });
 }
@@ -777,7 +777,7 @@ fn dropping_a_timer_under_load_panics_its_users() {
                 })
                 .collect();
             tokio::time::sleep(ms(30)).await;
-            drop(timer);
+            drop(timer.shutdown());
             for task in tasks {
                 let error = task.await.unwrap_err();
                 assert!(error.is_panic(), "a task was cancelled, not panicked");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::task::Driver;
-use super::{Config, Shared};
+use super::{Config, Lifetime, Shared};
 use crate::clock::ManualClock;
 use crate::sync::Arc;
 use crate::{Handle, Unfired};
@@ -26,7 +26,8 @@ impl Model {
             max_pending: usize::MAX,
             shards: 2,
         };
-        let (shared, driver) = Shared::new(config, Arc::new(clock.clone()), None);
+        let (shared, driver) =
+            Shared::new(config, Arc::new(clock.clone()), None, Lifetime::Runtime);
         Model {
             shared,
             _driver: driver,

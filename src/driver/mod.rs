@@ -61,6 +61,7 @@ use std::time::Duration;
 use crate::wheel::Key;
 
 pub(crate) use self::shared::Shared;
+pub(crate) use self::task::Lifetime;
 
 /// An entry's key as sleeps and callbacks hold it: its shard and its key in
 /// that shard's wheel, packed in one word.

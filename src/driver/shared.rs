@@ -40,7 +40,7 @@ use crate::Instant;
 
 use super::deadlines::{DeadlineTable, FIRED, SHUTDOWN};
 use super::jobs::{Job, ReadyQueue, Task, CANCELLED, EXPIRED, PENDING, UNFIRED};
-use super::task::{Arm, Driver, DriverWake};
+use super::task::{Arm, Driver, DriverRef, DriverWake, Lifetime};
 use super::{pack, unpack, Config, Counters, EntryKey, Filing, MAX_SHARDS};
 
 /// What a wheel entry is for. 16 bytes, a sleep's waker: there is one per
@@ -137,6 +137,10 @@ pub(crate) struct Shared {
     /// inline flush in [`DriverWake`] re-arm it; see [`Shared::arm`].
     pub(super) arm: Mutex<Arm>,
     pub(super) is_shutdown: AtomicBool,
+    /// Set when the runtime dropped the driver task before the timer was
+    /// shut down otherwise: the runtime is shutting down (see
+    /// [`Shared::shut_down_by_this_runtime`]).
+    pub(super) runtime_gone: AtomicBool,
 }
 
 impl Shared {
@@ -148,10 +152,16 @@ impl Shared {
     /// If the clock cannot make a sleep (tokio's, on a runtime without its
     /// time driver), at the caller's location.
     #[track_caller]
+    ///
+    /// With [`Lifetime::Runtime`] the driver keeps the timer alive until the
+    /// runtime drops it (a runtime's default timer); with
+    /// [`Lifetime::Owners`] it holds it weakly, so the timer ends when its
+    /// last owner (a `Timer`, `Handle` or future) is dropped.
     pub(crate) fn new(
         config: Config,
         clock: Arc<dyn Clock>,
         runtime: Option<Runtime>,
+        lifetime: Lifetime,
     ) -> (Arc<Shared>, Driver) {
         let now = clock.now();
         // Made now rather than on the driver's first turn so that a runtime
@@ -184,12 +194,16 @@ impl Shared {
                 until: Some(0),
             }),
             is_shutdown: AtomicBool::new(false),
+            runtime_gone: AtomicBool::new(false),
         });
         let wake = Waker::from(Arc::new(DriverWake {
             shared: Arc::downgrade(&shared),
         }));
         let driver = Driver {
-            shared: shared.clone(),
+            shared: match lifetime {
+                Lifetime::Runtime => DriverRef::Strong(shared.clone()),
+                Lifetime::Owners => DriverRef::Weak(Arc::downgrade(&shared)),
+            },
             wake,
         };
         (shared, driver)
@@ -250,6 +264,21 @@ impl Shared {
 
     pub(crate) fn is_shutdown(&self) -> bool {
         self.is_shutdown.load(Ordering::Acquire)
+    }
+
+    /// Whether the timer shut down because the runtime running its driver
+    /// is shutting down, and the caller runs on that same runtime: it is
+    /// polling a task the runtime is about to drop. (tokio drops its own
+    /// time driver only after the tasks, so its sleeps never see this; a
+    /// driver that is a task can be dropped while another worker still
+    /// polls.) Such a sleep stays pending instead of panicking. Anywhere
+    /// else, a sleep of a timer that is gone would never complete, and its
+    /// poll says so.
+    pub(crate) fn shut_down_by_this_runtime(&self) -> bool {
+        self.runtime_gone.load(Ordering::Acquire)
+            && self.runtime.as_ref().is_some_and(|runtime| {
+                Runtime::try_current().is_some_and(|current| current.id() == runtime.id())
+            })
     }
 
     /// How many entries are registered and have neither fired nor been
@@ -598,5 +627,15 @@ fn note_due_at(state: &mut State, due_at: u64) -> bool {
 fn wake(waker: Option<Waker>) {
     if let Some(waker) = waker {
         waker.wake();
+    }
+}
+
+impl Drop for Shared {
+    /// The last owner of a [`Lifetime::Owners`] timer is gone: wake its
+    /// driver task so that it ends. (Callbacks that never ran are dropped
+    /// with the wheel.)
+    fn drop(&mut self) {
+        let driver = lock(&self.control).driver.take();
+        wake(driver);
     }
 }

@@ -184,13 +184,39 @@ impl Wake for DriverWake {
     }
 }
 
+/// How long a timer lives: see [`Shared::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifetime {
+    /// Until its runtime drops the driver task.
+    Runtime,
+    /// Until its last owner is dropped (or its runtime drops the driver).
+    Owners,
+}
+
+/// The driver's hold on its timer.
+#[derive(Debug)]
+pub(super) enum DriverRef {
+    Strong(Arc<Shared>),
+    Weak(Weak<Shared>),
+}
+
+impl DriverRef {
+    fn get(&self) -> Option<Arc<Shared>> {
+        match self {
+            DriverRef::Strong(shared) => Some(shared.clone()),
+            DriverRef::Weak(shared) => shared.upgrade(),
+        }
+    }
+}
+
 /// The driver task of one timer.
 ///
 /// Dropping it (the runtime shutting down, for instance) shuts the timer
-/// down.
+/// down. It ends when the timer shuts down, or when the last owner of a
+/// [`Lifetime::Owners`] timer is dropped.
 #[derive(Debug)]
 pub(crate) struct Driver {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: DriverRef,
     /// A [`DriverWake`]: what the clock sleep is polled with.
     pub(super) wake: Waker,
 }
@@ -199,13 +225,18 @@ impl Future for Driver {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.shared.set_driver_waker(cx.waker()) {
+        // Every owner gone: the timer was dropped (and woke us, see
+        // `Shared`'s `Drop`), nothing is left to drive.
+        let Some(shared) = self.shared.get() else {
+            return Poll::Ready(());
+        };
+        if !shared.set_driver_waker(cx.waker()) {
             return Poll::Ready(());
         }
         loop {
-            let flushed = self.shared.flush(DRIVER_BATCH);
+            let flushed = shared.flush(DRIVER_BATCH);
             // Callbacks found due by this flush, or by an inline one.
-            let more_ready = self.shared.run_ready(DRIVER_BATCH);
+            let more_ready = shared.run_ready(DRIVER_BATCH);
             if flushed == Flushed::Shutdown {
                 return Poll::Ready(());
             }
@@ -214,7 +245,7 @@ impl Future for Driver {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            match self.shared.arm(&self.wake, true) {
+            match shared.arm(&self.wake, true) {
                 Armed::Waiting | Armed::Busy => return Poll::Pending,
                 // Time moved while we flushed: go round again.
                 Armed::Due => {}
@@ -225,8 +256,14 @@ impl Future for Driver {
 
 impl Drop for Driver {
     /// The runtime is dropping the driver task: shut the timer down. The
-    /// callbacks that never ran are dropped.
+    /// callbacks that never ran are dropped. (If the timer had already
+    /// shut down, or every owner is gone, there is nothing to do.)
     fn drop(&mut self) {
-        drop(self.shared.shutdown());
+        if let Some(shared) = self.shared.get() {
+            if !shared.is_shutdown() {
+                shared.runtime_gone.store(true, Ordering::Release);
+            }
+            drop(shared.shutdown());
+        }
     }
 }

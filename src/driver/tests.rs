@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::deadlines::FIRED;
 use super::flush::Flushed;
 use super::shared::Slot;
-use super::{unpack, Config, Filing, Shared};
+use super::{unpack, Config, Filing, Lifetime, Shared};
 use crate::sync::Arc;
 
 /// One wheel slot per pending timer: a sleep's waker and no more, so a
@@ -20,7 +20,12 @@ fn a_slot_is_one_waker() {
 /// time must not spin on an entry due between the two.
 #[tokio::test]
 async fn flush_with_a_stale_now_terminates() {
-    let (shared, driver) = Shared::new(Config::default(), Arc::new(crate::clock::TokioClock), None);
+    let (shared, driver) = Shared::new(
+        Config::default(),
+        Arc::new(crate::clock::TokioClock),
+        None,
+        Lifetime::Runtime,
+    );
     let shard = &shared.shards[0];
     let key = {
         let mut state = shard.state.lock();
@@ -55,7 +60,7 @@ fn thread_per_core_runtimes_spread_over_the_shards() {
         ..Config::default()
     };
     let clock = Arc::new(crate::clock::ManualClock::new());
-    let (shared, _driver) = Shared::new(config, clock, None);
+    let (shared, _driver) = Shared::new(config, clock, None, Lifetime::Runtime);
     let shards: Vec<usize> = (0..2)
         .map(|_| {
             let shared = shared.clone();
@@ -90,7 +95,7 @@ fn each_worker_of_a_runtime_has_its_own_shard() {
         ..Config::default()
     };
     let clock = Arc::new(crate::clock::ManualClock::new());
-    let (shared, _driver) = Shared::new(config, clock, None);
+    let (shared, _driver) = Shared::new(config, clock, None, Lifetime::Runtime);
     let (tx, rx) = std::sync::mpsc::channel();
     // Each worker files one entry, from a task that blocks it until both
     // have, so that both workers take part.

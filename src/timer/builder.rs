@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::driver::{Config, Shared};
+use crate::driver::{Config, Lifetime, Shared};
 use crate::sync::Arc;
 
 use super::{Handle, Timer, MAX_WHEEL_SIZE};
@@ -153,6 +153,7 @@ impl Builder {
     /// # }
     /// ```
     #[track_caller]
+    #[must_use = "a timer ends when it and every handle and future of it are dropped"]
     pub fn build(self) -> Timer {
         let Config {
             tick, wheel_size, ..
@@ -180,7 +181,8 @@ impl Builder {
             shards: runtime.workers(),
             ..self.config
         };
-        let (shared, driver) = Shared::new(config, self.clock, Some(runtime.clone()));
+        let (shared, driver) =
+            Shared::new(config, self.clock, Some(runtime.clone()), Lifetime::Owners);
         runtime.spawn(driver);
         Timer {
             handle: Handle { shared },

@@ -46,11 +46,13 @@ impl Default for Config {
 /// ([`Handle::schedule`]), in the manner of Kafka's `SystemTimer` and
 /// Netty's `HashedWheelTimer`.
 ///
-/// The timer's driver is a task on the tokio runtime that built it.
-/// **Dropping the `Timer` shuts it down**, as [`Timer::shutdown`] does: its
-/// pending sleeps are woken and panic when next polled, saying so, and its
-/// callbacks that never ran are dropped. Keep the `Timer` alive for as long
-/// as its [`Handle`]s are used.
+/// The timer's driver is a task on the tokio runtime that built it. The
+/// timer lives while anything of it does: the `Timer`, a [`Handle`], or a
+/// sleep, timeout, interval or `DelayQueue` made from one. So
+/// `Timer::new().handle()` is a working handle. It ends when the last of
+/// them is dropped (callbacks that never ran are then dropped: pending
+/// callbacks alone do not keep a timer alive), when [`Timer::shutdown`] is
+/// called, or when its runtime shuts down.
 ///
 /// # Examples
 ///
@@ -116,6 +118,7 @@ impl Timer {
     /// ```
     #[track_caller]
     #[allow(clippy::new_without_default)] // needs a runtime: not a plain value
+    #[must_use = "a timer ends when it and every handle and future of it are dropped"]
     pub fn new() -> Timer {
         Timer::builder().build()
     }
@@ -149,8 +152,10 @@ impl Timer {
     /// polled with a message naming the shutdown (a sleep that had already
     /// completed stays complete), and the driver task ends. Callbacks found
     /// due but not yet run are returned too; one already running finishes.
-    /// Calling it again returns an empty `Vec`. Dropping the `Timer` does
-    /// the same and drops the callbacks.
+    /// Calling it again returns an empty `Vec`.
+    ///
+    /// Dropping the `Timer` does not shut it down while its handles or
+    /// futures live (see [`Timer`]).
     ///
     /// # Examples
     ///
@@ -178,13 +183,6 @@ impl Timer {
             .into_iter()
             .map(Unfired::new)
             .collect()
-    }
-}
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        // Closures are dropped here, after the timer's lock is released.
-        drop(self.handle.shared.shutdown());
     }
 }
 

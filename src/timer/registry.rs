@@ -15,7 +15,7 @@
 use std::cell::RefCell;
 
 use crate::clock::TokioClock;
-use crate::driver::{Config, Shared};
+use crate::driver::{Config, Lifetime, Shared};
 use crate::rt::{Runtime, RuntimeId};
 use crate::sync::{Arc, Weak};
 // Process-wide bookkeeping, not part of what loom models: plain std.
@@ -131,6 +131,7 @@ fn find_or_start(runtime: &Runtime, id: RuntimeId) -> Handle {
         },
         Arc::new(TokioClock),
         Some(runtime.clone()),
+        Lifetime::Runtime,
     );
     defaults.push((id, Arc::downgrade(&shared)));
     drop(defaults);
