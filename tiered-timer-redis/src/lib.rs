@@ -168,6 +168,7 @@
 //! for jobs claimed from the waiting jobs). Without the feature there is no
 //! `metrics` dependency and no cost.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -222,3 +223,8 @@ mod tests {
         send_sync::<crate::QueueInfo>();
     }
 }
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,6 +1,9 @@
-//! [`SpinLock`], the lock each shard's wheel sits behind.
+//! [`SpinLock`], the lock each shard's wheel sits behind with the
+//! experimental `spin-lock` feature (by default, `std::sync::Mutex`; see
+//! [`ShardLock`](crate::sync::ShardLock)). This is the crate's only
+//! `unsafe`.
 //!
-//! # Why not `std::sync::Mutex`
+//! # What it saves, and what it risks
 //!
 //! A guard takes a shard's lock twice: to file its entry and to remove it.
 //! Both critical sections are a few dozen instructions, and a shard belongs
@@ -23,6 +26,13 @@
 //! not share a timer with threads of a lower one: yielding does not let a
 //! lower-priority holder run. In debug builds a thread that takes a lock it
 //! already holds panics, naming the cause, instead of waiting for ever.
+//!
+//! Those are the risks of a service in a container: a holder throttled by a
+//! CPU quota leaves its waiters spinning and yielding on the same quota,
+//! then napping, so they notice the release late. tokio's timer uses a
+//! mutex; so does this crate by default. The feature stays only if
+//! measurements show the spin lock better somewhere real and no worse under
+//! a quota.
 
 //! # Ground rules
 //!
@@ -38,35 +48,20 @@
 //!   and the guard's drop stores `false` with `Release`, so everything a
 //!   holder wrote happens before the next holder reads. The value is only
 //!   reached through a guard.
-//! * Under `--cfg loom` the flag is loom's atomic and the value sits in
-//!   loom's `UnsafeCell`, which tracks every guard's access: the model
-//!   `spin_lock_excludes` in `tests/loom.rs` checks the lock alone. The
-//!   timer's own models run the shards behind loom's mutex instead (see
-//!   [`ShardLock`](super::ShardLock)).
+//! * It is built from the loom shim's primitives ([`crate::shim::cell`]):
+//!   under `--cfg loom` the flag is loom's atomic and the value sits in
+//!   loom's `UnsafeCell`, which tracks every guard's access from lock to
+//!   release: the model `spin_lock_excludes` in `tests/loom.rs` checks the
+//!   lock alone. The timer's own models run the shards behind loom's mutex
+//!   instead (see [`ShardLock`](crate::sync::ShardLock)).
 
 // The crate denies `unsafe`; this module is the one exception (see above).
 #![allow(unsafe_code)]
 
-use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 
-use super::{AtomicBool, Ordering};
-
-#[cfg(loom)]
-use loom::cell::UnsafeCell;
-#[cfg(not(loom))]
-use std::cell::UnsafeCell;
-
-/// Busy-wait rounds before a waiting thread starts yielding its time slice.
-#[cfg(not(loom))]
-const SPINS: u32 = 64;
-/// Yields before a waiting thread starts sleeping between looks: by then
-/// the holder is off the CPU, or in one of the rare long holds.
-#[cfg(not(loom))]
-const YIELDS: u32 = 16;
-/// The longest sleep between looks (they start at 10 µs and double).
-#[cfg(not(loom))]
-const MAX_NAP: std::time::Duration = std::time::Duration::from_millis(1);
+use crate::shim::cell::{Access, SpinWait, UnsafeCell};
+use crate::sync::{AtomicBool, Ordering};
 
 /// A mutual-exclusion lock for short, uncontended critical sections; see
 /// the module docs.
@@ -84,21 +79,20 @@ pub(crate) struct SpinLock<T> {
 // only one guard exists at a time (see `lock`). Sharing a `&SpinLock<T>`
 // between threads therefore only ever moves exclusive access to `T` from one
 // thread to another, which `T: Send` allows: the bound `std::sync::Mutex`
-// has. (The guard, like std's, is `Sync` only for `T: Sync`: see its
-// `PhantomData`.)
+// has.
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 /// Exclusive access to a [`SpinLock`]'s value; the lock is released when it
 /// drops.
+///
+/// Neither `Send` nor `Sync` (its access holds the cell): it stays on the
+/// thread that took the lock, and shares `&T` with no other. (std's guard is
+/// `Sync` for `T: Sync`; nothing here shares a guard.)
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
-    /// Makes the guard `Send` and `Sync` only as `&mut T` is: sharing a
-    /// guard shares `&T` between threads, which needs `T: Sync`.
-    _access: PhantomData<&'a mut T>,
-    /// loom's record of this guard's access, ended before the release, and
-    /// the pointer it grants.
-    #[cfg(loom)]
-    access: Option<(loom::cell::MutPtr<T>, *mut T)>,
+    /// The access to the value, ended before the release (`None` only
+    /// during the guard's drop).
+    access: Option<Access<'a, T>>,
 }
 
 impl<T> SpinLock<T> {
@@ -138,13 +132,7 @@ impl<T> SpinLock<T> {
         self.holder.store(thread_number(), Ordering::Relaxed);
         SpinGuard {
             lock: self,
-            _access: PhantomData,
-            #[cfg(loom)]
-            access: {
-                let access = self.value.get_mut();
-                let pointer = access.with(|pointer| pointer);
-                Some((access, pointer))
-            },
+            access: Some(self.value.access()),
         }
     }
 
@@ -171,38 +159,12 @@ impl<T> SpinLock<T> {
 
     #[cold]
     fn wait_and_take(&self) {
-        #[cfg(not(loom))]
-        {
-            let mut rounds = 0;
-            let mut nap = std::time::Duration::from_micros(10);
-            loop {
-                // Read-only while it is held: spinning on the
-                // compare-and-swap would pull the cache line away from the
-                // holder each time.
-                while self.locked.load(Ordering::Relaxed) {
-                    rounds += 1;
-                    if rounds <= SPINS {
-                        std::hint::spin_loop();
-                    } else if rounds <= SPINS + YIELDS {
-                        std::thread::yield_now();
-                    } else {
-                        // A long hold (a shutdown, a slab growing) or a holder
-                        // off the CPU: stop burning it.
-                        std::thread::sleep(nap);
-                        nap = (nap * 2).min(MAX_NAP);
-                    }
-                }
-                if self.try_take() {
-                    return;
-                }
+        let mut wait = SpinWait::new();
+        loop {
+            wait.while_set(&self.locked);
+            if self.try_take() {
+                return;
             }
-        }
-        // loom lets a plain load go on reading the old `true` for as long as
-        // it likes, a path with no end; a compare-and-swap always reads the
-        // latest value, so the model waits on that instead.
-        #[cfg(loom)]
-        while !self.try_take() {
-            loom::thread::yield_now();
         }
     }
 }
@@ -217,46 +179,39 @@ fn thread_number() -> usize {
     ME.with(|me| std::ptr::from_ref(me) as usize)
 }
 
+impl<T> SpinGuard<'_, T> {
+    fn as_ptr(&self) -> *mut T {
+        self.access
+            .as_ref()
+            .expect("released on drop only")
+            .as_ptr()
+    }
+}
+
 impl<T> Deref for SpinGuard<'_, T> {
     type Target = T;
 
     fn deref(&self) -> &T {
-        #[cfg(not(loom))]
         // SAFETY: this guard holds the lock, so no other guard, and so no
         // other reference to the value, exists until it drops; the
         // reference cannot outlive `&self`.
-        unsafe {
-            &*self.lock.value.get()
-        }
-        #[cfg(loom)]
-        // SAFETY: as above; loom tracks the access from lock to release.
-        unsafe {
-            &*self.access.as_ref().expect("released on drop only").1
-        }
+        unsafe { &*self.as_ptr() }
     }
 }
 
 impl<T> DerefMut for SpinGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        #[cfg(not(loom))]
         // SAFETY: as in `deref`, and `&mut self` makes this the only
         // reference this guard hands out.
-        unsafe {
-            &mut *self.lock.value.get()
-        }
-        #[cfg(loom)]
-        // SAFETY: as above; loom tracks the access from lock to release.
-        unsafe {
-            &mut *self.access.as_ref().expect("released on drop only").1
-        }
+        unsafe { &mut *self.as_ptr() }
     }
 }
 
 impl<T> Drop for SpinGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        #[cfg(loom)]
-        drop(self.access.take());
+        // Ends the access (loom's record of it) before the release.
+        self.access = None;
         #[cfg(debug_assertions)]
         self.lock.holder.store(0, Ordering::Relaxed);
         self.lock.locked.store(false, Ordering::Release);
@@ -275,15 +230,15 @@ impl<T: std::fmt::Debug> std::fmt::Debug for SpinLock<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use super::{SpinGuard, SpinLock};
 
     /// Each increment reads, yields, then writes: two holders at once would
-    /// lose updates (and Miri, `cargo +nightly miri test --lib spin`, reports
-    /// the data race itself).
+    /// lose updates (and Miri, `cargo +nightly miri test --lib --features
+    /// spin-lock spin_lock`, reports the data race itself).
     #[test]
     fn one_holder_at_a_time() {
         let lock = Arc::new(SpinLock::new(0u64));
@@ -306,9 +261,10 @@ mod tests {
         assert_eq!(*lock.lock(), 200);
     }
 
-    /// A guard shares `&T`, so it is `Sync` only if `T` is, as std's is: this
-    /// compiles only while `SpinGuard<Cell<u8>>` is not `Sync` (were it,
-    /// both impls would apply and the call would be ambiguous).
+    /// A guard shares `&T`, so it must not be `Sync` unless `T` is (it is
+    /// never `Sync`, stricter than std's): this compiles only while
+    /// `SpinGuard<Cell<u8>>` is not `Sync` (were it, both impls would apply
+    /// and the call would be ambiguous).
     #[test]
     fn a_guard_of_a_value_that_is_not_sync_is_not_sync() {
         trait NotSync<Marker> {

@@ -1,4 +1,5 @@
-//! Everything this crate takes from the tokio runtime, in one place.
+//! Everything this crate takes from the tokio runtime, in one place
+//! (`crate::rt`).
 //!
 //! The timer needs four things from tokio: its clock's `Instant` (so paused
 //! time applies), a sleep for its driver to wait on, the current runtime (to
@@ -6,8 +7,8 @@
 //! budget. Under `--cfg loom` tokio cannot be built, so this module swaps
 //! in stand-ins: std's `Instant`, no runtime, an unlimited budget. The
 //! loom models (`tests/loom.rs`) drive the timer's shared state directly
-//! and need none of them; together with [`crate::sync`] this keeps the code
-//! loom checks the code that ships.
+//! and need none of them; together with [`super::sync`] this keeps the
+//! code loom checks the code that ships.
 
 use std::future::Future;
 use std::task::{Context, Poll};
