@@ -16,8 +16,11 @@ use std::time::Duration;
 
 use crate::Instant;
 
-/// The largest tick a deadline word can hold: the words above it are the
-/// markers `FIRED` and `SHUTDOWN` (see `deadlines`).
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+/// The largest tick a timer serves: two below `u64::MAX`, from when the
+/// deadline words kept markers above it (see `deadlines`); kept, as the
+/// last two ticks of a 584-year range serve nobody.
 pub(crate) const MAX_TICK: u64 = u64::MAX - 2;
 
 /// The timer's time base: tick `t` is the instant `origin + t * tick`.
@@ -65,6 +68,7 @@ impl Ticks {
 
     /// The last instant the timer serves: a deadline up to it is filed as
     /// it is; a later one must be [clamped](Ticks::clamp) first.
+    #[inline]
     pub(crate) fn last(&self) -> Instant {
         self.last
     }
@@ -91,6 +95,7 @@ impl Ticks {
     /// `q = floor(n * r / 2^64)` is at most the true quotient and at most
     /// two below it (`n / d - n * r / 2^64 <= n / 2^64 < 1`, plus one for
     /// flooring), so at most two correction steps make it exact.
+    #[inline]
     fn div(&self, nanos: u64) -> (u64, u64) {
         let mut quotient = ((u128::from(nanos) * u128::from(self.reciprocal)) >> 64) as u64;
         let mut rem = nanos - quotient * self.tick_ns;
@@ -105,19 +110,30 @@ impl Ticks {
     /// origin map to tick 0 (due at once); those after [`Ticks::last`] to
     /// the last tick, which would be early: callers [clamp](Ticks::clamp)
     /// them first.
+    #[inline]
     pub(crate) fn deadline_tick(&self, deadline: Instant) -> u64 {
         let Some(since) = deadline.checked_duration_since(self.origin) else {
             return 0;
         };
-        // 64-bit division when the span fits (584 years), 128-bit beyond:
-        // this runs on every registration.
-        let ticks = match u64::try_from(since.as_nanos()) {
-            Ok(nanos) => {
-                let (quotient, rem) = self.div(nanos);
-                u128::from(quotient + u64::from(rem > 0))
-            }
-            Err(_) => since.as_nanos().div_ceil(u128::from(self.tick_ns)),
+        // 64-bit arithmetic when the span fits (584 years), 128-bit beyond:
+        // this runs on every registration and reset.
+        let nanos = since
+            .as_secs()
+            .checked_mul(NANOS_PER_SEC)
+            .and_then(|nanos| nanos.checked_add(u64::from(since.subsec_nanos())));
+        let Some(nanos) = nanos else {
+            return self.wide_deadline_tick(since);
         };
+        let (quotient, rem) = self.div(nanos);
+        // No overflow: with a tick of 1 ns the remainder is 0, with a
+        // longer one the quotient is at most half of `u64::MAX`.
+        (quotient + u64::from(rem > 0)).min(self.last_tick)
+    }
+
+    /// [`Ticks::deadline_tick`] for a span past `u64` nanoseconds.
+    #[cold]
+    fn wide_deadline_tick(&self, since: Duration) -> u64 {
+        let ticks = since.as_nanos().div_ceil(u128::from(self.tick_ns));
         u64::try_from(ticks).map_or(self.last_tick, |t| t.min(self.last_tick))
     }
 

@@ -140,6 +140,51 @@ fn reset_later_racing_fire() {
     });
 }
 
+/// Reset (lock-free, later) and a re-poll by the owner, racing a driver
+/// turn that finds the old deadline due. The reset is a plain store, so the
+/// driver may read the old deadline and fire after the owner's poll saw the
+/// entry filed: the owner is then woken, finds the entry fired for a deadline
+/// it no longer wants, and files it again. Never early, never lost, woken
+/// once at the new deadline.
+#[test]
+fn reset_later_and_poll_racing_fire() {
+    model(|| {
+        let clock = ManualClock::new();
+        let timer = Model::new(&clock, ms(1), 4);
+        let handle = timer.handle();
+        let start = handle.now();
+        let (wakes, waker) = counting_waker();
+        let mut sleep = handle.sleep(ms(1));
+        assert!(poll(&mut sleep, &waker).is_pending());
+        clock.advance(ms(1));
+
+        let owner = {
+            let waker = waker.clone();
+            thread::spawn(move || {
+                Pin::new(&mut sleep).reset(start + ms(3));
+                assert!(poll(&mut sleep, &waker).is_pending(), "fired early");
+                sleep
+            })
+        };
+        timer.turn();
+        let mut sleep = owner.join().unwrap();
+
+        // The owner polls again, as it would if the turn woke it.
+        assert!(poll(&mut sleep, &waker).is_pending(), "fired early");
+        assert!(!sleep.is_elapsed());
+        let woken_before = wakes.0.load(Ordering::SeqCst);
+        clock.advance(ms(1));
+        timer.turn();
+        assert_eq!(wakes.0.load(Ordering::SeqCst), woken_before, "woken early");
+        clock.advance(ms(1));
+        timer.turn();
+        assert_eq!(wakes.0.load(Ordering::SeqCst), woken_before + 1);
+        assert!(poll(&mut sleep, &waker).is_ready());
+        drop(sleep);
+        assert_eq!(handle.pending(), 0);
+    });
+}
+
 /// Reset to an earlier deadline (the locked path) racing a driver turn.
 #[test]
 fn reset_earlier_racing_fire() {

@@ -34,11 +34,11 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::rt::Runtime;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering, ShardLock};
-use crate::ticks::{earliest, Ticks, MAX_TICK};
+use crate::ticks::{earliest, Ticks};
 use crate::wheel::{Key, Wheel};
 use crate::Instant;
 
-use super::deadlines::{DeadlineTable, FIRED, SHUTDOWN};
+use super::deadlines::{DeadlineTable, Status};
 use super::jobs::{Job, ReadyQueue, Task, CANCELLED, EXPIRED, PENDING, UNFIRED};
 use super::task::{Arm, Driver, DriverRef, DriverWake, Lifetime};
 use super::{pack, unpack, Config, Counters, EntryKey, Filing, MAX_SHARDS};
@@ -228,6 +228,7 @@ impl Shared {
         self.clock.now()
     }
 
+    #[inline]
     pub(crate) fn ticks(&self) -> &Ticks {
         &self.ticks
     }
@@ -244,19 +245,29 @@ impl Shared {
     }
 
     /// The shard and wheel key of `key`.
+    #[inline]
     fn shard_of(&self, key: EntryKey) -> (&Shard, Key) {
         let (shard, key) = unpack(key);
         (&self.shards[shard], key)
     }
 
-    /// The deadline word of entry `key` (see [`deadlines`](super::deadlines)).
-    pub(crate) fn deadline_of(&self, key: EntryKey) -> u64 {
+    /// The status of entry `key` (see [`deadlines`](super::deadlines)).
+    #[inline]
+    pub(crate) fn status_of(&self, key: EntryKey) -> Status {
         let (shard, key) = self.shard_of(key);
-        shard.deadlines.get(key)
+        shard.deadlines.status(key)
+    }
+
+    /// Whether entry `key` fired for the tick its owner wants (read by
+    /// the owner; see [`DeadlineTable::is_done`]).
+    pub(crate) fn is_done(&self, key: EntryKey) -> bool {
+        let (shard, key) = self.shard_of(key);
+        shard.deadlines.is_done(key)
     }
 
     /// Moves entry `key`'s wanted deadline later without a lock; see
     /// [`DeadlineTable::try_extend`].
+    #[inline]
     pub(crate) fn try_extend(&self, key: EntryKey, tick: u64) -> bool {
         let (shard, key) = self.shard_of(key);
         shard.deadlines.try_extend(key, tick)
@@ -380,42 +391,28 @@ impl Shared {
     /// Files entry `key` again, at `tick`: the locked path of a reset (to an
     /// earlier deadline, or after the entry fired). `now` is the current
     /// tick, read by the caller from the timer's clock; if the deadline has
-    /// been reached the entry is settled as fired. An entry that fired kept
+    /// been reached the entry is recorded as done. An entry that fired kept
     /// its waker, which it wakes again. After shutdown the entry is marked
     /// so that its owner's next poll reports the shutdown.
     pub(crate) fn refile(&self, entry: EntryKey, tick: u64, now: u64) -> Filing {
         let (shard, key) = self.shard_of(entry);
         let mut state = shard.state.lock();
-        if state.shutdown {
-            shard.deadlines.set(key, SHUTDOWN);
-            return Filing::Shutdown;
+        let (filing, tell) = refile_locked(shard, &mut state, key, tick, now);
+        drop(state);
+        if let Some(due_at) = tell {
+            self.request(due_at);
         }
-        let before = shard.deadlines.get(key);
-        // Counted as pending: entries that want an ordinary tick.
-        state.pending -= usize::from(before <= MAX_TICK);
-        if tick <= now || tick <= state.wheel.elapsed() {
-            state.wheel.unfile(key);
-            shard.deadlines.set(key, FIRED);
-            drop(state);
-            Filing::Elapsed
-        } else {
-            state.pending += 1;
-            // As in `register`: file it against the present, so that the
-            // wheel does not lag the clock after an idle stretch.
-            state.wheel.catch_up(now);
-            let due_at = state.wheel.reset(key, tick);
-            shard.deadlines.set(key, tick);
-            let tell = note_due_at(&mut state, due_at);
-            drop(state);
-            if tell {
-                self.request(due_at);
-            }
-            Filing::Filed { key: entry }
+        match filing {
+            Filing::Filed { .. } => Filing::Filed { key: entry },
+            other => other,
         }
     }
 
-    /// Makes `waker` the one entry `key` wakes. Returns `Elapsed` if the
-    /// entry fired meanwhile (the waker is then not stored).
+    /// The locked path of a poll: makes `waker` the one entry `key` wakes.
+    /// An entry that fired for a deadline its owner has since moved later
+    /// (see [`deadlines`](super::deadlines)) is filed again at the one it
+    /// wants. Returns `Elapsed` if the entry is done (the waker is then not
+    /// stored).
     pub(crate) fn update_waker(&self, entry: EntryKey, waker: &Waker) -> Filing {
         let (shard, key) = self.shard_of(entry);
         // Cloned before the lock, as in `register`.
@@ -424,12 +421,27 @@ impl Shared {
         if state.shutdown {
             return Filing::Shutdown;
         }
-        if shard.deadlines.get(key) == FIRED {
-            return Filing::Elapsed;
+        let mut tell = None;
+        if shard.deadlines.status(key) == Status::Fired {
+            if shard.deadlines.is_done(key) {
+                return Filing::Elapsed;
+            }
+            let wanted = shard.deadlines.wanted(key);
+            // No clock read under the lock: the wheel's time is never ahead
+            // of it, so this is never early; if the deadline has passed by
+            // the clock but not by the wheel, the driver's next turn fires it.
+            let (filing, due_at) = refile_locked(shard, &mut state, key, wanted, 0);
+            if filing == Filing::Elapsed {
+                return filing;
+            }
+            tell = due_at;
         }
         let old = std::mem::replace(state.wheel.get_mut(key).waker(), waker);
         drop(state);
         drop(old);
+        if let Some(due_at) = tell {
+            self.request(due_at);
+        }
         Filing::Filed { key: entry }
     }
 
@@ -443,7 +455,7 @@ impl Shared {
         let (slot, filed) = state.wheel.remove_filed(key);
         debug_assert_eq!(
             filed,
-            !state.shutdown && shard.deadlines.get(key) <= MAX_TICK
+            !state.shutdown && shard.deadlines.status(key) == Status::Filed
         );
         state.pending -= usize::from(filed);
         drop(state);
@@ -582,9 +594,7 @@ impl Shared {
             for (key, slot) in state.wheel.iter_mut() {
                 match slot {
                     Slot::Sleep(waker) => {
-                        if shard.deadlines.get(key) != FIRED {
-                            shard.deadlines.set(key, SHUTDOWN);
-                        }
+                        shard.deadlines.shut_down(key);
                         wakers.push(take_waker(waker));
                     }
                     Slot::Job(_) => job_keys.push(key),
@@ -608,6 +618,38 @@ impl Shared {
         wakers.into_iter().for_each(Waker::wake);
         unfired.sort_by_key(|job| job.task.deadline);
         unfired
+    }
+}
+
+/// [`Shared::refile`] with the shard's lock held: returns what became of
+/// the entry (its key in the shard, if filed) and the tick to
+/// [`request`](Shared::request) once the lock is released, if any.
+fn refile_locked(
+    shard: &Shard,
+    state: &mut State,
+    key: Key,
+    tick: u64,
+    now: u64,
+) -> (Filing, Option<u64>) {
+    if state.shutdown {
+        shard.deadlines.mark_shutdown(key);
+        return (Filing::Shutdown, None);
+    }
+    // Counted as pending: entries filed.
+    state.pending -= usize::from(shard.deadlines.status(key) == Status::Filed);
+    if tick <= now || tick <= state.wheel.elapsed() {
+        state.wheel.unfile(key);
+        shard.deadlines.complete(key, tick);
+        (Filing::Elapsed, None)
+    } else {
+        state.pending += 1;
+        // As in `register`: file it against the present, so that the
+        // wheel does not lag the clock after an idle stretch.
+        state.wheel.catch_up(now);
+        let due_at = state.wheel.reset(key, tick);
+        shard.deadlines.file(key, tick);
+        let tell = note_due_at(state, due_at).then_some(due_at);
+        (Filing::Filed { key }, tell)
     }
 }
 

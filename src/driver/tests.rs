@@ -3,7 +3,7 @@
 use std::task::Waker;
 use std::time::Duration;
 
-use super::deadlines::FIRED;
+use super::deadlines::Status;
 use super::flush::Flushed;
 use super::shared::Slot;
 use super::{unpack, Config, Filing, Lifetime, Shared};
@@ -47,7 +47,7 @@ async fn flush_with_a_stale_now_terminates() {
         panic!("flush with a stale `now` never returned");
     };
     assert_eq!(flushed, Flushed::Done);
-    assert_eq!(shard.deadlines.get(key), FIRED);
+    assert_eq!(shard.deadlines.status(key), Status::Fired);
     assert_eq!(shared.pending(), 0);
 }
 
