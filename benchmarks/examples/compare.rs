@@ -7,7 +7,7 @@
 //! cargo run --release -p tiered-timer-benchmarks --example compare          # everything, a few minutes
 //! cargo run --release -p tiered-timer-benchmarks --example compare 3        # one workload (id prefix)
 //! cargo run --release -p tiered-timer-benchmarks --example compare cascade  # or its key: guard, reset,
-//!                                 # mass, cascade, idle, memory, blocked, floor
+//!                                 # mass, cascade, idle, memory, blocked, arm, floor
 //! # with tokio's alternative (per-worker) timer as a peer column:
 //! RUSTFLAGS="--cfg tokio_unstable" cargo run --release \
 //!     --target-dir target/unstable -p tiered-timer-benchmarks --example compare
@@ -34,6 +34,9 @@
 //! - `COMPARE_MASS_RUNS`: runs of workload 3, default 7 (its CPU swings
 //!   by 15% from run to run for every implementation);
 //! - `COMPARE_IDLE_RUNS`: runs of workload 5, default 1;
+//! - `COMPARE_RESET_ROUNDS`: rounds of workload 2, default 50;
+//! - `COMPARE_ARM_RUNS`: runs of workload 8, default 7;
+//! - `COMPARE_ARM_TASKS`: tasks per run of workload 8, default 1 000 000;
 //! - `COMPARE_IDLE_SECS`: length of the idle window, default 10;
 //! - `COMPARE_CASCADE_MS`: the common deadline of workload 4, default 4500
 //!   (beyond the 4.096 s span of the two finest wheels of both tokio and a
@@ -47,7 +50,7 @@
 //!   2-core machine oversubscribes it: a timer's lock holder can then be
 //!   preempted).
 //!
-//! Workloads 3 (mass expiry), 5 (idle) and 6 (memory) run each measurement
+//! Workloads 3 (mass expiry), 5 (idle), 6 (memory) and 8 (arming) run each measurement
 //! in a fresh child process (this binary re-executed with a hidden
 //! argument): a peer's background thread (pingora's clock thread ticks every
 //! 10 ms forever) would otherwise be charged to whoever is measured after
@@ -548,7 +551,11 @@ fn guard_tasks(imp: Imp) -> Option<Vec<f64>> {
 // Workload 2: reset-heavy idle guards.
 
 const RESET_SLEEPS: usize = 10_000;
-const RESET_ROUNDS: u32 = 50;
+/// Rounds of workload 2: `COMPARE_RESET_ROUNDS`, default 50 (under
+/// callgrind, two round counts give the instructions per reset + poll).
+fn reset_rounds() -> u32 {
+    env_or("COMPARE_RESET_ROUNDS", 50)
+}
 
 /// 10 000 registered sleeps, each pushed later and re-polled 50 times, in
 /// rounds over all of them; ns per reset + poll. pingora's sleeps cannot be
@@ -559,8 +566,8 @@ fn reset_later(imp: Imp) -> Option<Vec<f64>> {
     let mut cx = Context::from_waker(Waker::noop());
     let base = Duration::from_secs(10);
     let at = |round: u32| Duration::from_millis(u64::from(round));
-    let origin = Instant::now();
-    let ops = f64::from(RESET_ROUNDS) * RESET_SLEEPS as f64;
+    let rounds = reset_rounds();
+    let ops = f64::from(rounds) * RESET_SLEEPS as f64;
     let ns = match imp {
         Imp::Ours => {
             let mut sleeps: Vec<_> = (0..RESET_SLEEPS)
@@ -569,8 +576,11 @@ fn reset_later(imp: Imp) -> Option<Vec<f64>> {
             for s in &mut sleeps {
                 assert!(Pin::new(s).poll(&mut cx).is_pending());
             }
-            let start = Instant::now();
-            for round in 1..=RESET_ROUNDS {
+            // After the sleeps are made: every reset is to a later deadline
+            // (making 10 000 sleeps can take longer than one round's 1 ms).
+            let origin = Instant::now();
+            let start = origin;
+            for round in 1..=rounds {
                 let deadline = (origin + base + at(round)).into();
                 for s in &mut sleeps {
                     Pin::new(&mut *s).reset(deadline);
@@ -586,8 +596,11 @@ fn reset_later(imp: Imp) -> Option<Vec<f64>> {
             for s in &mut sleeps {
                 assert!(s.as_mut().poll(&mut cx).is_pending());
             }
-            let start = Instant::now();
-            for round in 1..=RESET_ROUNDS {
+            // After the sleeps are made: every reset is to a later deadline
+            // (making 10 000 sleeps can take longer than one round's 1 ms).
+            let origin = Instant::now();
+            let start = origin;
+            for round in 1..=rounds {
                 let deadline = (origin + base + at(round)).into();
                 for s in &mut sleeps {
                     s.as_mut().reset(deadline);
@@ -604,8 +617,11 @@ fn reset_later(imp: Imp) -> Option<Vec<f64>> {
             for s in &mut sleeps {
                 assert!(Pin::new(s).poll(&mut cx).is_pending());
             }
-            let start = Instant::now();
-            for round in 1..=RESET_ROUNDS {
+            // After the sleeps are made: every reset is to a later deadline
+            // (making 10 000 sleeps can take longer than one round's 1 ms).
+            let origin = Instant::now();
+            let start = origin;
+            for round in 1..=rounds {
                 for s in &mut sleeps {
                     s.reset(base + at(round));
                     black_box(Pin::new(s).poll(&mut cx).is_pending());
@@ -620,8 +636,11 @@ fn reset_later(imp: Imp) -> Option<Vec<f64>> {
             for s in &mut sleeps {
                 assert!(Pin::new(s).poll(&mut cx).is_pending());
             }
-            let start = Instant::now();
-            for round in 1..=RESET_ROUNDS {
+            // After the sleeps are made: every reset is to a later deadline
+            // (making 10 000 sleeps can take longer than one round's 1 ms).
+            let origin = Instant::now();
+            let start = origin;
+            for round in 1..=rounds {
                 let deadline = origin + base + at(round);
                 for s in &mut sleeps {
                     s.set_at(deadline);
@@ -834,6 +853,99 @@ fn blocked_worker(imp: Imp, length: Duration) -> Option<Vec<f64>> {
 }
 
 // ---------------------------------------------------------------------------
+// Workload 8: arming many long timers from tasks.
+
+/// Tasks per run of workload 8: `COMPARE_ARM_TASKS`, default 1 000 000
+/// (fewer for a run under callgrind).
+fn arm_tasks() -> usize {
+    env_or("COMPARE_ARM_TASKS", 1_000_000)
+}
+
+/// A server accepting a million connections, each arming an idle timeout
+/// in its first poll: 1 000 000 tasks on a current-thread runtime, each
+/// sleeping an hour (plus up to 1 000 s, spread over the spawn order).
+/// Returns the CPU per task above the same tasks with no timer, and that
+/// baseline itself. Each measurement is a fresh child process (a fresh heap:
+/// the timer's tables grow from empty, as in a new server), the two
+/// back to back in each run.
+fn arm_many(imp: Imp) -> Option<Vec<f64>> {
+    if imp == Imp::TokioAlt {
+        // Ignored on a current-thread runtime.
+        return None;
+    }
+    let with = run_child(&["arm".into(), imp.name().into()])[0];
+    let without = run_child(&["arm".into(), "none".into()])[0];
+    Some(vec![with - without, without])
+}
+
+/// 8, in the child: prints the process CPU per task, in ns, from the first
+/// spawn until every task has been polled once (`imp` of `None`: tasks
+/// that arm nothing).
+fn arm_child(imp: Option<Imp>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("tokio runtime");
+    // Start the timer (ours is made on first use), and the peers' threads.
+    if let Some(imp) = imp {
+        rt.block_on(sleep_until(imp, Instant::now() + Duration::from_millis(1)));
+    }
+    let polled = Arc::new(AtomicUsize::new(0));
+    let cpu = process_cpu();
+    let tasks = arm_tasks();
+    rt.block_on(async {
+        for i in 0..tasks as u64 {
+            let timeout = Duration::from_secs(3600) + Duration::from_millis(i * 7919 % 1_000_000);
+            let polled = polled.clone();
+            // Each task counts its first poll, arming its timer in it.
+            let first_poll = std::future::poll_fn(move |_| {
+                polled.fetch_add(1, Ordering::Relaxed);
+                Poll::Ready(())
+            });
+            drop(match imp {
+                Some(Imp::Ours) => tokio::spawn(async move {
+                    let sleep = tiered_timer::sleep(timeout);
+                    first_poll.await;
+                    sleep.await;
+                }),
+                Some(Imp::Tokio | Imp::TokioAlt) => tokio::spawn(async move {
+                    let sleep = tokio::time::sleep(timeout);
+                    first_poll.await;
+                    sleep.await;
+                }),
+                Some(Imp::Pingora) => tokio::spawn(async move {
+                    let sleep = pingora_timeout::fast_timeout::fast_sleep(timeout);
+                    first_poll.await;
+                    sleep.await;
+                }),
+                Some(Imp::FuturesTimer) => tokio::spawn(async move {
+                    let sleep = futures_timer::Delay::new(timeout);
+                    first_poll.await;
+                    sleep.await;
+                }),
+                Some(Imp::AsyncIo) => tokio::spawn(async move {
+                    let sleep = async_io::Timer::after(timeout);
+                    first_poll.await;
+                    sleep.await;
+                }),
+                None => tokio::spawn(async move {
+                    black_box(timeout);
+                    first_poll.await;
+                    std::future::pending::<()>().await;
+                }),
+            });
+        }
+        while polled.load(Ordering::Relaxed) < tasks {
+            tokio::task::yield_now().await;
+        }
+    });
+    let cpu = process_cpu() - cpu;
+    println!("{}", cpu.as_nanos() as f64 / tasks as f64);
+    // Skip tearing down a million tasks.
+    std::process::exit(0);
+}
+
+// ---------------------------------------------------------------------------
 // Workloads 5 and 6, each measurement in a fresh child process.
 
 const IDLE_TIMERS: u64 = 100_000;
@@ -886,6 +998,7 @@ fn child(args: &[String]) {
         [what, imp] if what == "memory" => {
             memory_child(Imp::parse(imp).expect("an implementation"));
         }
+        [what, imp] if what == "arm" => arm_child(Imp::parse(imp)),
         [what, imp] if what == "mass" => {
             mass_expiry_child(Imp::parse(imp).expect("an implementation"));
         }
@@ -1100,6 +1213,17 @@ fn workloads() -> Vec<Workload> {
             ],
             runs: heavy,
             run: Box::new(move |imp| blocked_worker(imp, blocked)),
+        },
+        Workload {
+            id: "8",
+            key: "arm",
+            name: "arming: 1 000 000 tasks each arm a 1 h sleep (spread over 1 000 s) in their first poll, current-thread runtime, fresh process",
+            metrics: vec![
+                ("CPU per timer, above tasks with none", Unit::Ns),
+                ("CPU per task with no timer (the baseline)", Unit::Ns),
+            ],
+            runs: env_or("COMPARE_ARM_RUNS", 7usize),
+            run: Box::new(arm_many),
         },
         // A diagnostic of 1c, not a comparison: its `ours` column holds
         // what a guard pays whatever the timer, so it comes after the
