@@ -12,6 +12,7 @@
 //! cargo run --release -p tiered-timer-benchmarks --example peers                # Redis queues
 //! cargo run --release -p tiered-timer-benchmarks --example bench                # Redis: the poller
 //! cargo run --release -p tiered-timer-benchmarks --example ops_cost             # Redis: operator reads
+//! cargo run --release -p tiered-timer-benchmarks --example lock_quota           # the lock under a CPU quota (root)
 //! cargo bench -p tiered-timer-benchmarks                                        # criterion, HTML in target/criterion
 //! cargo test -p tiered-timer-benchmarks                                         # tests run against a peer
 //! ```
@@ -20,6 +21,7 @@
 //! library holds what several of them share.
 
 pub mod plot;
+pub mod quota;
 pub mod redis_support;
 
 mod process_cpu;
