@@ -47,6 +47,13 @@
 //!   2-core machine oversubscribes it: a timer's lock holder can then be
 //!   preempted).
 //!
+//! Workloads 3 (mass expiry), 5 (idle) and 6 (memory) run each measurement
+//! in a fresh child process (this binary re-executed with a hidden
+//! argument): a peer's background thread (pingora's clock thread ticks every
+//! 10 ms forever) would otherwise be charged to whoever is measured after
+//! it, and live heap is only meaningful in a process that holds nothing
+//! else.
+//!
 //! Output: the markdown table on stdout, and the same table with SVG plots
 //! of it in the directory `COMPARE_PLOTS` (default `target/compare/`, the
 //! `compare/` directory of the cargo target directory this binary was
@@ -59,13 +66,6 @@
 //!   of every sleep of every run, per implementation, as the share of
 //!   sleeps at least `x` ms late, log-log (where a curve crosses 50% is its
 //!   median, 1% its p99, its end its maximum).
-//!
-//! Workloads 3 (mass expiry), 5 (idle) and 6 (memory) run each measurement
-//! in a fresh child process (this binary re-executed with a hidden
-//! argument): a peer's background thread (pingora's clock thread ticks every
-//! 10 ms forever) would otherwise be charged to whoever is measured after
-//! it, and live heap is only meaningful in a process that holds nothing
-//! else.
 
 use std::future::Future;
 use std::hint::black_box;
