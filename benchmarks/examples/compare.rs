@@ -56,6 +56,19 @@
 //! 10 ms forever) would otherwise be charged to whoever is measured after
 //! it, and live heap is only meaningful in a process that holds nothing
 //! else.
+//!
+//! Output: the markdown table on stdout, and the same table with SVG plots
+//! of it in the directory `COMPARE_PLOTS` (default `target/compare/`, the
+//! `compare/` directory of the cargo target directory this binary was
+//! built into; `COMPARE_PLOTS=off` writes nothing), drawn with plotters
+//! (see `tiered_timer_benchmarks::plot`), each for the workloads that ran:
+//! - `table.md`: the table printed;
+//! - `guard.svg` (1a, 1b, 1c) and `reset.svg` (2): ns per operation per
+//!   implementation, the median of the runs with their min..max;
+//! - `mass-lateness.svg` (3) and `blocked-lateness.svg` (7): the lateness
+//!   of every sleep of every run, per implementation, as the share of
+//!   sleeps at least `x` ms late, log-log (where a curve crosses 50% is its
+//!   median, 1% its p99, its end its maximum).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -665,17 +678,23 @@ const MASS_TASKS: usize = 200_000;
 /// and the peers' own threads (pingora's clock, futures-timer's and
 /// async-io's) would otherwise run, and be charged, during everyone's run.
 fn mass_expiry(imp: Imp) -> Option<Vec<f64>> {
-    Some(run_child(&["mass".into(), imp.name().into()]))
+    Some(run_child_with_lateness(
+        "3",
+        imp,
+        &["mass".into(), imp.name().into()],
+    ))
 }
 
-/// 3, in the child: prints the values [`mass_expiry`] returns.
+/// 3, in the child: prints the values [`mass_expiry`] returns, then the
+/// lateness of every sleep on a line of its own (for the plots).
 fn mass_expiry_child(imp: Imp) {
-    let values = mass_expiry_here(imp);
+    let (values, lateness) = mass_expiry_here(imp);
     let line: Vec<String> = values.iter().map(f64::to_string).collect();
     println!("{}", line.join(" "));
+    println!("{}", lateness.to_text());
 }
 
-fn mass_expiry_here(imp: Imp) -> Vec<f64> {
+fn mass_expiry_here(imp: Imp) -> (Vec<f64>, LatenessHistogram) {
     let rt = runtime_for(imp);
     let woken = rt.block_on(async move { our_wakeups(imp) });
     let cpu = process_cpu();
@@ -700,13 +719,14 @@ fn mass_expiry_here(imp: Imp) -> Vec<f64> {
     let woken = rt.block_on(async move { our_wakeups(imp) }) - woken;
     drop(rt);
     late.sort_unstable();
-    vec![
+    let values = vec![
         ms(cpu),
         percentile(&late, 0.5),
         percentile(&late, 0.99),
         percentile(&late, 1.0),
         woken,
-    ]
+    ];
+    (values, LatenessHistogram::from_samples(&late))
 }
 
 // ---------------------------------------------------------------------------
@@ -845,6 +865,7 @@ fn blocked_worker(imp: Imp, length: Duration) -> Option<Vec<f64>> {
     requests.join().unwrap();
     drop(rt);
     late.sort_unstable();
+    record_lateness("7", imp, &late);
     Some(vec![
         percentile(&late, 0.5),
         percentile(&late, 0.99),
@@ -1284,6 +1305,7 @@ fn main() {
 
     let mut rows: Vec<(String, Vec<f64>)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
+    let mut figures = Figures::default();
     for w in workloads().into_iter().filter(|w| selected(w, filter)) {
         // samples[imp][metric] = one value per run; None once a run says n/a.
         let mut samples: Vec<Option<Vec<Vec<f64>>>> =
@@ -1312,6 +1334,7 @@ fn main() {
                 }
             }
         }
+        figures.add_runs(w.id, &impls, &samples);
         for (m, &(metric, unit)) in w.metrics.iter().enumerate() {
             let medians: Vec<f64> = samples
                 .iter()
@@ -1361,24 +1384,263 @@ fn main() {
         }
     }
 
-    println!("Machine: {}", machine());
-    println!(
-        "Command: cargo run --release -p tiered-timer-benchmarks --example compare {}",
+    // The table, printed and (with the plots) written to `plots_dir()`.
+    let mut table = String::new();
+    let command = format!(
+        "cargo run --release -p tiered-timer-benchmarks --example compare {}",
         filter.unwrap_or("")
     );
-    println!();
+    let mut line = |text: String| {
+        table.push_str(&text);
+        table.push('\n');
+    };
+    line(format!("Machine: {}", machine()));
+    line(format!("Command: {command}"));
+    line(String::new());
     let mut header = vec!["workload".to_string(), "metric".to_string()];
     header.extend(impls.iter().map(|i| i.name().to_string()));
     if has_ours {
         header.extend(peers.iter().map(|p| format!("ours/{}", p.name())));
     }
-    println!("| {} |", header.join(" | "));
-    println!("|{}", "---|".repeat(header.len()));
+    line(format!("| {} |", header.join(" | ")));
+    line(format!("|{}", "---|".repeat(header.len())));
     for (row, _) in &rows {
-        println!("{row}");
+        line(row.clone());
     }
     for note in notes {
-        println!();
-        println!("{note}");
+        line(String::new());
+        line(note);
+    }
+    print!("{table}");
+    if let Some(dir) = plots_dir() {
+        write_figures(&dir, &table, &figures, command.trim_end());
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Plots: SVG figures of the table's data (tiered_timer_benchmarks::plot),
+// written with the table into `COMPARE_PLOTS` (default target/compare/).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use tiered_timer_benchmarks::plot::{self, Bar, BarGroup, Curve, LatenessHistogram};
+
+/// Lateness of every sleep of workloads 3 and 7, pooled over runs per
+/// implementation: (workload id, implementation, runs pooled, lateness).
+/// Filled by the workloads (3 through [`run_child_with_lateness`], 7
+/// directly), read once by [`write_figures`].
+static LATENESS: Mutex<Vec<(&'static str, Imp, usize, LatenessHistogram)>> = Mutex::new(Vec::new());
+
+/// Adds one run's lateness samples (ns) of workload `id` for `imp`.
+fn record_lateness(id: &'static str, imp: Imp, samples: &[u64]) {
+    record_lateness_histogram(id, imp, LatenessHistogram::from_samples(samples));
+}
+
+fn record_lateness_histogram(id: &'static str, imp: Imp, run: LatenessHistogram) {
+    let mut pooled = LATENESS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match pooled.iter_mut().find(|(w, i, ..)| *w == id && *i == imp) {
+        Some((_, _, runs, lateness)) => {
+            *runs += 1;
+            lateness.merge(&run);
+        }
+        None => pooled.push((id, imp, 1, run)),
+    }
+}
+
+/// As [`run_child`], for a child that prints its values on a first line
+/// and its lateness histogram (`LatenessHistogram::to_text`) on a second:
+/// records the lateness for workload `id` and returns the values.
+fn run_child_with_lateness(id: &'static str, imp: Imp, args: &[String]) -> Vec<f64> {
+    let exe = std::env::current_exe().expect("path of this binary");
+    let out = Command::new(exe)
+        .arg("--child")
+        .args(args)
+        .output()
+        .expect("run a child");
+    assert!(
+        out.status.success(),
+        "child {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    let values = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|v| v.parse().expect("a number from the child"))
+        .collect();
+    let lateness = LatenessHistogram::from_text(lines.next().unwrap_or_default())
+        .expect("the child's lateness histogram");
+    record_lateness_histogram(id, imp, lateness);
+    values
+}
+
+/// Where the table and the plots go: `COMPARE_PLOTS` (a directory, or
+/// `off` for neither), default `compare/` in the target directory.
+fn plots_dir() -> Option<PathBuf> {
+    match std::env::var("COMPARE_PLOTS") {
+        Ok(dir) if dir == "off" => None,
+        Ok(dir) if !dir.is_empty() => Some(dir.into()),
+        _ => Some(tiered_timer_benchmarks::target_dir().join("compare")),
+    }
+}
+
+/// One workload's first metric: each implementation's value in each run.
+type RunsPerImp = Vec<(Imp, Vec<f64>)>;
+
+/// The first metric's value of every run, per implementation, of each
+/// workload run: what the bar charts show.
+#[derive(Default)]
+struct Figures {
+    runs: Vec<(&'static str, RunsPerImp)>,
+}
+
+impl Figures {
+    /// Keeps workload `id`'s runs (`samples[imp][metric][run]`, `None` for
+    /// an implementation it does not apply to).
+    fn add_runs(&mut self, id: &'static str, impls: &[Imp], samples: &[Option<Vec<Vec<f64>>>]) {
+        let per_imp = impls
+            .iter()
+            .zip(samples)
+            .filter_map(|(&imp, s)| {
+                let runs = s.as_ref()?.first()?;
+                (!runs.is_empty()).then(|| (imp, runs.clone()))
+            })
+            .collect();
+        self.runs.push((id, per_imp));
+    }
+
+    /// A bar group of workload `id`, if it ran.
+    fn group(&self, id: &str, label: &str) -> Option<BarGroup> {
+        let (_, per_imp) = self.runs.iter().find(|(w, _)| *w == id)?;
+        Some(BarGroup {
+            label: label.to_string(),
+            bars: per_imp
+                .iter()
+                .map(|(imp, runs)| Bar::of_runs(imp.name(), runs))
+                .collect(),
+        })
+    }
+
+    fn runs_of(&self, ids: &[&str]) -> usize {
+        self.runs
+            .iter()
+            .filter(|(w, _)| ids.contains(w))
+            .flat_map(|(_, per_imp)| per_imp.iter().map(|(_, runs)| runs.len()))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Writes the table and every figure whose workloads ran into `dir`, and
+/// says where on stderr.
+fn write_figures(dir: &Path, table: &str, figures: &Figures, command: &str) {
+    let written = (|| -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
+        std::fs::create_dir_all(dir)?;
+        let mut written = Vec::new();
+        let table_path = dir.join("table.md");
+        std::fs::write(&table_path, table)?;
+        written.push(table_path);
+        let note = format!(
+            "{} · {} · {command}",
+            machine(),
+            tiered_timer_benchmarks::utc_date()
+        );
+
+        let workers = workers();
+        let guards: Vec<BarGroup> = [
+            ("1a", "1a: idle server, by hand".to_string()),
+            ("1b", format!("1b: 1 000 tasks, {workers} workers (wall)")),
+            ("1c", "1c: busy server, by hand".to_string()),
+        ]
+        .iter()
+        .filter_map(|(id, label)| figures.group(id, label))
+        .collect();
+        if !guards.is_empty() {
+            let path = dir.join("guard.svg");
+            plot::bar_chart(
+                &path,
+                &format!(
+                    "Guard armed then cancelled: median of {} runs, whiskers min..max",
+                    figures.runs_of(&["1a", "1b", "1c"])
+                ),
+                "ns per guard",
+                &note,
+                &guards,
+            )?;
+            written.push(path);
+        }
+        if let Some(reset) = figures.group("2", "2: 10 000 sleeps, each pushed later 50 times") {
+            let path = dir.join("reset.svg");
+            plot::bar_chart(
+                &path,
+                &format!(
+                    "Reset to a later deadline + re-poll: median of {} runs, whiskers min..max",
+                    figures.runs_of(&["2"])
+                ),
+                "ns per reset + poll",
+                &note,
+                &[reset],
+            )?;
+            written.push(path);
+        }
+
+        let pooled = LATENESS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lateness_figures = [
+            (
+                "3",
+                "mass-lateness.svg",
+                format!(
+                    "Mass expiry (3): lateness of {} sleeps per run",
+                    plot::group_thousands(MASS_TASKS as u64)
+                ),
+            ),
+            (
+                "7",
+                "blocked-lateness.svg",
+                format!(
+                    "Blocked worker (7): lateness of {} tasks' sleeps",
+                    plot::group_thousands(BLOCKED_SLEEPERS)
+                ),
+            ),
+        ];
+        for (id, file, title) in lateness_figures {
+            let curves: Vec<Curve> = pooled
+                .iter()
+                .filter(|(w, ..)| *w == id)
+                .map(|(_, imp, _, lateness)| Curve {
+                    series: imp.name().to_string(),
+                    lateness: lateness.clone(),
+                })
+                .collect();
+            let Some(runs) = pooled.iter().filter(|(w, ..)| *w == id).map(|p| p.2).max() else {
+                continue;
+            };
+            let path = dir.join(file);
+            plot::lateness_chart(
+                &path,
+                &format!("{title}, {runs} runs pooled"),
+                &note,
+                &curves,
+            )?;
+            written.push(path);
+        }
+        Ok(written)
+    })();
+    match written {
+        Ok(paths) => {
+            for path in paths {
+                eprintln!("wrote {}", path.display());
+            }
+        }
+        Err(e) => eprintln!(
+            "could not write the table and plots to {}: {e}",
+            dir.display()
+        ),
     }
 }
