@@ -66,7 +66,7 @@ impl From<Elapsed> for std::io::Error {
 /// assert_eq!(err, Error::AtCapacity);
 /// println!("{err}");
 ///
-/// drop(timer);
+/// timer.shutdown();
 /// assert_eq!(handle.schedule(Duration::from_secs(1), || {}).unwrap_err(), Error::Shutdown);
 /// # }
 /// ```
@@ -77,7 +77,7 @@ pub enum Error {
     /// [`max_pending`](crate::Builder::max_pending) allows. Room comes back
     /// as soon as one is cancelled or runs.
     AtCapacity,
-    /// The timer has shut down: its [`Timer`](crate::Timer) was dropped or
+    /// The timer has shut down: its [`Timer`](crate::Timer) was
     /// [shut down](crate::Timer::shutdown), or the runtime that ran its
     /// driver task shut down.
     Shutdown,

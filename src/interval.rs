@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use crate::timer::far_future;
+use crate::ticks::far_future;
 use crate::{Handle, Instant, Sleep};
 
 /// A tick this late or more counts as missed, and [`MissedTickBehavior`]

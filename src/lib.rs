@@ -65,6 +65,16 @@
 //! # }
 //! ```
 //!
+//! # Features
+//!
+//! None is on by default.
+//!
+//! * `hyper`: `HyperTimer`, hyper's `rt::Timer` on this crate.
+//! * `tower`: the `tower` module, tower's timeout middleware on this timer.
+//! * `spin-lock` (experimental, may be removed): the shards' wheels behind a
+//!   spin lock instead of `std::sync::Mutex`; the only `unsafe` code, which
+//!   the default build forbids.
+//!
 //! # Design
 //!
 //! Each timer is a hierarchy of timing wheels in the style of Kafka's
@@ -80,13 +90,32 @@
 //! * entries live in a slab: registering, cancelling and resetting are O(1)
 //!   and a timer costs no allocation of its own.
 //! * the entries are sharded per runtime worker, each shard behind its own
-//!   short-held spin lock, so workers rarely contend; one driver serves all
-//!   shards.
+//!   short-held lock (`std::sync::Mutex`), so workers rarely contend; one
+//!   driver serves all shards.
 //!
 //! The synchronous core lives in `src/wheel/` (it reads no clock and takes no
 //! lock); `src/driver/` runs it on tokio, through a [`clock::Clock`].
 //!
 //! # Differences from `tokio::time`
+//!
+//! This is the one list of them; the README links here.
+//!
+//! **Two that can change what your code does after the switch:**
+//!
+//! * **[`error::Elapsed`] is this crate's own type, not tokio's.** Code that
+//!   checks a boxed error's type, such as
+//!   `err.is::<tokio::time::error::Elapsed>()` or a `downcast_ref` to it,
+//!   is `false` for a timeout from this crate: test for
+//!   `tiered_timer::error::Elapsed` instead (or for both while you mix
+//!   timers). It has the same `Display` text, and converts into an
+//!   [`std::io::Error`] of kind `TimedOut` as tokio's does. (The `tower`
+//!   feature's middleware returns tower's own `Elapsed`, as tower's does.)
+//! * **[`Interval`] is itself a `futures_core::Stream`**: there is no
+//!   `IntervalStream` wrapper. Replace
+//!   `tokio_stream::wrappers::IntervalStream::new(interval(d))` with
+//!   `interval(d)`.
+//!
+//! The rest:
 //!
 //! * [`Sleep`] is [`Unpin`]; [`Timeout<F>`] is `Unpin` when `F` is.
 //! * A sleep whose deadline has passed completes on its first poll, unless
@@ -101,8 +130,11 @@
 //!   As with tokio, only the start of a `sleep(d)` is read from the clock
 //!   of the runtime the call runs in (the same clock unless runtimes with
 //!   differently paused clocks are mixed).
-//! * Sleeps of a timer that has shut down (its [`Timer`] dropped, or its
-//!   runtime shut down) panic when polled, saying so; resetting one does not.
+//! * Sleeps of a timer that was shut down ([`Timer::shutdown`]) panic when
+//!   polled, saying so; resetting one does not. While a runtime shuts down,
+//!   sleeps of its timers polled by its own workers stay pending (their
+//!   tasks are being dropped); polled anywhere else, they panic. A
+//!   [`Timer`] lives while any [`Handle`] or future of it does.
 //! * "Forever" deadlines are as tokio's: `sleep(Duration::MAX)`, or any
 //!   deadline `Instant` cannot represent, is clamped to 30 years from now
 //!   ([`Sleep::deadline`] reports it), filed and counted by
@@ -141,16 +173,22 @@
 //! tick + 1 ms after the deadline when the runtime is idle. The default
 //! tick is finer than tokio's grid so that the two roundings rarely add up.
 
+// docs.rs (`--cfg docsrs`, see Cargo.toml) marks each feature-gated item
+// with its feature; `loom` is a test build, not something to show.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![cfg_attr(docsrs, doc(auto_cfg(hide(loom))))]
 #![warn(
     missing_docs,
     missing_debug_implementations,
     rust_2018_idioms,
     unreachable_pub
 )]
-// One module needs `unsafe`, for a measured win: `sync::spin`, the shards'
-// lock, which allows it for itself; `deny` keeps it out of everything else.
-// Each unsafe block carries a `// SAFETY:` comment (checked by clippy).
-#![deny(unsafe_code)]
+// No `unsafe` in the default build. The experimental `spin-lock` feature
+// adds one module that needs it, `spin_lock`, which allows it for itself;
+// `deny` keeps it out of everything else. Each unsafe block carries a
+// `// SAFETY:` comment (checked by clippy).
+#![cfg_attr(not(feature = "spin-lock"), forbid(unsafe_code))]
+#![cfg_attr(feature = "spin-lock", deny(unsafe_code))]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod clock;
@@ -163,16 +201,23 @@ mod hyper_timer;
 mod interval;
 #[cfg(not(loom))]
 pub mod io;
-mod rt;
 mod schedule;
+mod shim;
 mod sleep;
+#[cfg(feature = "spin-lock")]
+mod spin_lock;
 mod stats;
-mod sync;
+mod ticks;
 mod timeout;
 mod timer;
 #[cfg(all(feature = "tower", not(loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 mod wheel;
+
+// The loom shim's halves, by the names the rest of the crate uses: only
+// `shim` looks at `cfg(loom)` to swap std and tokio for loom's versions.
+use crate::shim::{rt, sync};
 
 #[cfg(not(loom))]
 pub use crate::delay_queue::DelayQueue;
@@ -181,6 +226,7 @@ pub use crate::delay_queue::DelayQueue;
 pub use crate::driver::loom_api as __loom;
 pub use crate::error::Error;
 #[cfg(all(feature = "hyper", not(loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 pub use crate::hyper_timer::HyperTimer;
 pub use crate::interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use crate::schedule::{Scheduled, Unfired};
@@ -209,3 +255,8 @@ pub use crate::rt::Instant;
 /// `use tokio::time::{sleep, Duration, Instant}`.
 #[doc(no_inline)]
 pub use std::time::Duration;
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

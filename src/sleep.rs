@@ -8,10 +8,10 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::driver::deadlines::{FIRED, SHUTDOWN};
-use crate::driver::registry;
+use crate::driver::deadlines::Status;
 use crate::driver::EntryKey;
 use crate::driver::Filing;
+use crate::timer::registry;
 use crate::{Handle, Instant};
 
 /// Waits until `duration` has elapsed.
@@ -96,9 +96,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 ///
 /// # Panics
 ///
-/// Polling panics if the timer has shut down (its [`Timer`](crate::Timer)
-/// was dropped, or the runtime running its driver shut down) before the
-/// deadline: the sleep could otherwise never complete.
+/// Polling panics if the timer has shut down before the deadline
+/// ([`Timer::shutdown`](crate::Timer::shutdown), or the runtime running its
+/// driver shut down and the sleep is polled outside that runtime): the
+/// sleep could otherwise never complete.
 ///
 /// # Examples
 ///
@@ -148,6 +149,7 @@ struct WakerId {
 }
 
 impl WakerId {
+    #[inline]
     fn of(waker: &Waker) -> WakerId {
         let vtable = std::ptr::from_ref(waker.vtable()) as usize;
         WakerId {
@@ -167,6 +169,7 @@ impl SleepState {
     /// The top bit; the bits below it hold the entry key plus one.
     const ELAPSED: u64 = 1 << 63;
 
+    #[inline]
     fn entry(self) -> Option<EntryKey> {
         match self.0 & !SleepState::ELAPSED {
             0 => None,
@@ -174,16 +177,19 @@ impl SleepState {
         }
     }
 
+    #[inline]
     fn set_entry(&mut self, key: EntryKey) {
         let key = key as u64 + 1;
         debug_assert!(key & SleepState::ELAPSED == 0);
         self.0 = (self.0 & SleepState::ELAPSED) | key;
     }
 
+    #[inline]
     fn elapsed(self) -> bool {
         self.0 & SleepState::ELAPSED != 0
     }
 
+    #[inline]
     fn set_elapsed(&mut self, elapsed: bool) {
         if elapsed {
             self.0 |= SleepState::ELAPSED;
@@ -195,7 +201,7 @@ impl SleepState {
 
 impl Sleep {
     /// A sleep until `deadline`, which the timer serves (see
-    /// [`Ticks::clamp`](crate::driver::ticks::Ticks::clamp)).
+    /// [`Ticks::clamp`](crate::ticks::Ticks::clamp)).
     pub(crate) fn new(handle: Handle, deadline: Instant) -> Sleep {
         debug_assert!(deadline <= handle.shared.ticks().last());
         Sleep {
@@ -207,6 +213,7 @@ impl Sleep {
     }
 
     /// The sleep's timer.
+    #[inline]
     pub(crate) fn handle(&self) -> &Handle {
         expect_handle(&self.handle)
     }
@@ -253,13 +260,14 @@ impl Sleep {
             || self
                 .state
                 .entry()
-                .is_some_and(|key| self.handle().shared.deadline_of(key) == FIRED)
+                .is_some_and(|key| self.handle().shared.is_done(key))
     }
 
     /// Resets the sleep to a new deadline, whether or not it has completed.
     ///
-    /// A later deadline is recorded with one atomic operation, no lock; the
-    /// timer moves the entry when its old bucket comes due. An earlier one
+    /// A later deadline is recorded with a plain store, no lock and no
+    /// read-modify-write operation; the timer moves the entry when its old
+    /// bucket comes due. An earlier one
     /// moves it at once. A deadline already passed makes the next poll
     /// complete. The waker last registered stays registered. A deadline
     /// past the timer's last tick is clamped as in
@@ -280,23 +288,37 @@ impl Sleep {
     /// assert!(Instant::now() >= later);
     /// # }
     /// ```
+    #[inline]
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.get_mut();
         let shared = &expect_handle(&this.handle).shared;
-        let deadline = shared.ticks().clamp(Some(deadline), || shared.now());
-        let tick = shared.ticks().deadline_tick(deadline);
+        let ticks = shared.ticks();
+        let deadline = if deadline <= ticks.last() {
+            deadline
+        } else {
+            ticks.clamp(Some(deadline), || shared.now())
+        };
+        let tick = ticks.deadline_tick(deadline);
         this.deadline = deadline;
         this.state.set_elapsed(false);
-        let Some(key) = this.state.entry() else {
+        match this.state.entry() {
             // Not registered yet: the first poll files it.
-            return;
-        };
-        if shared.try_extend(key, tick) {
-            return;
+            None => {}
+            // The common case, a later deadline while filed: two loads
+            // and a store, no lock.
+            Some(key) if shared.try_extend(key, tick) => {}
+            Some(key) => this.refile(key, tick),
         }
+    }
+
+    /// The locked path of [`reset`](Sleep::reset): to an earlier deadline,
+    /// or after the entry fired (or the timer shut down).
+    #[inline(never)]
+    fn refile(&mut self, key: EntryKey, tick: u64) {
+        let shared = &self.handle().shared;
         match shared.refile(key, tick, shared.now_tick()) {
             Filing::Filed { .. } => {}
-            Filing::Elapsed => this.state.set_elapsed(true),
+            Filing::Elapsed => self.state.set_elapsed(true),
             // Like tokio, only polling fails: the entry is marked so the
             // next poll reports the shutdown.
             Filing::Shutdown => {}
@@ -304,20 +326,41 @@ impl Sleep {
     }
 
     /// Polls without spending tokio's cooperative budget.
+    #[inline]
     pub(crate) fn poll_elapsed(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.state.elapsed() {
             return Poll::Ready(());
         }
+        // The common re-poll: filed, by the task that registered it. (The
+        // waker's identity is compared first, as it is at hand; both must
+        // hold, see `WakerId`.)
+        if let Some(key) = self.state.entry() {
+            if self.waker == Some(WakerId::of(cx.waker()))
+                && self.handle().shared.status_of(key) == Status::Filed
+            {
+                return Poll::Pending;
+            }
+        }
+        self.poll_registering(cx)
+    }
+
+    /// The rest of [`poll_elapsed`](Sleep::poll_elapsed): registering, a
+    /// new waker, a fired entry, a shut-down timer.
+    #[inline(never)]
+    fn poll_registering(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let shared = &self.handle().shared;
         let filing = match self.state.entry() {
             None => shared.register(shared.ticks().deadline_tick(self.deadline), cx.waker()),
-            Some(key) => match shared.deadline_of(key) {
-                FIRED => Filing::Elapsed,
-                SHUTDOWN => Filing::Shutdown,
-                _ if self.waker == Some(WakerId::of(cx.waker())) => {
+            Some(key) => match shared.status_of(key) {
+                Status::Filed if self.waker == Some(WakerId::of(cx.waker())) => {
                     return Poll::Pending;
                 }
-                _ => shared.update_waker(key, cx.waker()),
+                Status::Filed => shared.update_waker(key, cx.waker()),
+                Status::Shutdown => Filing::Shutdown,
+                // Fired: done, unless for a deadline since moved later (see
+                // `driver::deadlines`), which `update_waker` files again.
+                Status::Fired if shared.is_done(key) => Filing::Elapsed,
+                Status::Fired => shared.update_waker(key, cx.waker()),
             },
         };
         match filing {
@@ -330,12 +373,15 @@ impl Sleep {
                 self.state.set_elapsed(true);
                 Poll::Ready(())
             }
+            // The runtime is dropping this sleep's task: stay pending.
+            Filing::Shutdown if self.handle().shared.shut_down_by_this_runtime() => Poll::Pending,
             Filing::Shutdown => shutdown_panic(),
         }
     }
 }
 
 /// A sleep's timer, from its field (borrowing only the field).
+#[inline]
 fn expect_handle(handle: &Option<Handle>) -> &Handle {
     handle
         .as_ref()
@@ -346,7 +392,7 @@ fn expect_handle(handle: &Option<Handle>) -> &Handle {
 #[track_caller]
 fn shutdown_panic() -> ! {
     panic!(
-        "tiered-timer: this sleep's timer has shut down (its `Timer` was dropped, or the \
+        "tiered-timer: this sleep's timer has shut down (`Timer::shutdown` was called, or the \
          runtime running its driver shut down), so it can never complete"
     )
 }
@@ -354,15 +400,19 @@ fn shutdown_panic() -> ! {
 impl Future for Sleep {
     type Output = ();
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // Take part in tokio's cooperative scheduling, as tokio's own timer
-        // does, so a busy `select!` loop cannot starve its neighbours.
+        // does, so a busy `select!` loop cannot starve its neighbours: a
+        // sleep that is ready completes only if the task has budget left.
+        // A sleep that is not ready returns `Pending` either way, its
+        // waker registered, so it asks for the budget only when ready (tokio
+        // asks first, and when the budget is spent also wakes the task at
+        // once: a wake-up that changes nothing, skipped here).
+        ready!(self.poll_elapsed(cx));
         let coop = ready!(crate::rt::poll_proceed(cx));
-        let poll = self.poll_elapsed(cx);
-        if poll.is_ready() {
-            coop.made_progress();
-        }
-        poll
+        coop.made_progress();
+        Poll::Ready(())
     }
 }
 

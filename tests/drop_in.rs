@@ -351,6 +351,38 @@ fn types_have_tokios_traits() {
     let _ = convert;
 }
 
+/// The documented difference that can change behaviour after the switch:
+/// a boxed timeout error is this crate's `Elapsed`, not tokio's, so
+/// `err.is::<tokio::time::error::Elapsed>()` is false (lib.rs, "Differences
+/// from tokio::time"). The `Display` text is tokio's.
+#[tokio::test(start_paused = true)]
+async fn elapsed_is_this_crates_own_type() {
+    let ours = time::timeout(ms(1), std::future::pending::<()>())
+        .await
+        .unwrap_err();
+    let theirs = tokio::time::timeout(ms(1), std::future::pending::<()>())
+        .await
+        .unwrap_err();
+    assert_eq!(ours.to_string(), theirs.to_string());
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(ours);
+    assert!(boxed.is::<time::error::Elapsed>());
+    assert!(!boxed.is::<tokio::time::error::Elapsed>());
+}
+
+/// The other documented difference: `Interval` is a `Stream` itself, no
+/// `IntervalStream` wrapper.
+#[tokio::test(start_paused = true)]
+async fn interval_is_a_stream() {
+    fn stream<S: futures_core::Stream<Item = tokio::time::Instant> + Unpin>(_: &S) {}
+    let mut ticks = time::interval(ms(10));
+    stream(&ticks);
+    let first = std::future::poll_fn(|cx| {
+        futures_core::Stream::poll_next(std::pin::Pin::new(&mut ticks), cx)
+    })
+    .await;
+    assert!(first.is_some());
+}
+
 /// As tokio's: a future that is ready when first polled wins whatever the
 /// duration, zero or already passed; a pending one against a zero or past
 /// deadline is `Err` on the first poll.

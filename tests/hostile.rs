@@ -329,13 +329,13 @@ fn sleeps_dropped_from_inside_a_waker() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn timer_dropped_while_handles_and_sleeps_live() {
+async fn timer_shut_down_while_handles_and_sleeps_live() {
     let timer = Timer::new();
     let handle = timer.handle();
     let mut polled = handle.sleep(ms(10));
     assert!(poll_once(&mut polled).is_pending());
     let mut unpolled = handle.sleep(ms(10));
-    drop(timer);
+    drop(timer.shutdown());
     tokio::task::yield_now().await;
 
     assert_eq!(handle.schedule(ms(1), || {}).unwrap_err(), Error::Shutdown);

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" cargo test --release --test loom
+//! RUSTFLAGS="--cfg loom" cargo test --release --test loom --features spin-lock spin_lock
 //! ```
 //!
 //! Each model runs the real shared state (the lock-guarded wheel, the
@@ -20,7 +21,7 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Mutex;
 use loom::thread;
-use tiered_timer::__loom::{Model, SpinLockProbe};
+use tiered_timer::__loom::Model;
 use tiered_timer::clock::ManualClock;
 use tiered_timer::{Error, Sleep};
 
@@ -54,13 +55,15 @@ fn poll(sleep: &mut Sleep, waker: &Waker) -> Poll<()> {
     Pin::new(sleep).poll(&mut Context::from_waker(waker))
 }
 
-/// The shards' spin lock lets one holder in at a time: three increments
-/// from two threads, each a read and a write with a yield between, all land
-/// (and loom reports any overlap of two holders' accesses by itself).
+/// The spin lock (feature `spin-lock`) lets one holder in at a time: three
+/// increments from two threads, each a read and a write with a yield
+/// between, all land (and loom reports any overlap of two holders' accesses
+/// by itself).
+#[cfg(feature = "spin-lock")]
 #[test]
 fn spin_lock_excludes() {
     model(|| {
-        let lock = Arc::new(SpinLockProbe::new());
+        let lock = Arc::new(tiered_timer::__loom::SpinLockProbe::new());
         let other = {
             let lock = lock.clone();
             thread::spawn(move || lock.increment())
@@ -129,6 +132,51 @@ fn reset_later_racing_fire() {
         assert!(poll(&mut sleep, &waker).is_pending(), "fired early");
         let woken_before = wakes.0.load(Ordering::SeqCst);
         clock.advance(ms(2));
+        timer.turn();
+        assert_eq!(wakes.0.load(Ordering::SeqCst), woken_before + 1);
+        assert!(poll(&mut sleep, &waker).is_ready());
+        drop(sleep);
+        assert_eq!(handle.pending(), 0);
+    });
+}
+
+/// Reset (lock-free, later) and a re-poll by the owner, racing a driver
+/// turn that finds the old deadline due. The reset is a plain store, so the
+/// driver may read the old deadline and fire after the owner's poll saw the
+/// entry filed: the owner is then woken, finds the entry fired for a deadline
+/// it no longer wants, and files it again. Never early, never lost, woken
+/// once at the new deadline.
+#[test]
+fn reset_later_and_poll_racing_fire() {
+    model(|| {
+        let clock = ManualClock::new();
+        let timer = Model::new(&clock, ms(1), 4);
+        let handle = timer.handle();
+        let start = handle.now();
+        let (wakes, waker) = counting_waker();
+        let mut sleep = handle.sleep(ms(1));
+        assert!(poll(&mut sleep, &waker).is_pending());
+        clock.advance(ms(1));
+
+        let owner = {
+            let waker = waker.clone();
+            thread::spawn(move || {
+                Pin::new(&mut sleep).reset(start + ms(3));
+                assert!(poll(&mut sleep, &waker).is_pending(), "fired early");
+                sleep
+            })
+        };
+        timer.turn();
+        let mut sleep = owner.join().unwrap();
+
+        // The owner polls again, as it would if the turn woke it.
+        assert!(poll(&mut sleep, &waker).is_pending(), "fired early");
+        assert!(!sleep.is_elapsed());
+        let woken_before = wakes.0.load(Ordering::SeqCst);
+        clock.advance(ms(1));
+        timer.turn();
+        assert_eq!(wakes.0.load(Ordering::SeqCst), woken_before, "woken early");
+        clock.advance(ms(1));
         timer.turn();
         assert_eq!(wakes.0.load(Ordering::SeqCst), woken_before + 1);
         assert!(poll(&mut sleep, &waker).is_ready());

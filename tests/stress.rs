@@ -635,7 +635,7 @@ fn wakers_drop_their_sleeps(runtime: Runtime, stream: u64) {
         })
         .await;
         assert_eq!(timer.handle().pending(), 300);
-        drop(timer);
+        drop(timer.shutdown());
         assert_eq!(counts.dropped.load(Ordering::SeqCst), wakers.len());
     });
 }
@@ -777,7 +777,7 @@ fn dropping_a_timer_under_load_panics_its_users() {
                 })
                 .collect();
             tokio::time::sleep(ms(30)).await;
-            drop(timer);
+            drop(timer.shutdown());
             for task in tasks {
                 let error = task.await.unwrap_err();
                 assert!(error.is_panic(), "a task was cancelled, not panicked");
@@ -826,7 +826,11 @@ fn interleaved_flushes_with_different_clock_readings() {
         let handle = timer.handle();
         let slow = Waker::from(Arc::new(SlowWake));
         let kept = runtime.block_on(async {
-            let (at_29, at_30) = (origin + ms(29), origin + ms(30));
+            // 100 ms of slack before the staged ticks (29 and 30 ms after
+            // it): a loaded machine took more than 29 ms to get from
+            // `origin` to the `earlier` registrations below, which then
+            // found their deadline passed (seen at load average 9.5).
+            let (at_29, at_30) = (origin + ms(129), origin + ms(130));
             let mut later: Vec<Sleep> = (0..100).map(|_| handle.sleep_until(at_30)).collect();
             for sleep in &mut later {
                 assert!(Pin::new(sleep)

@@ -27,31 +27,31 @@ fn current_thread() -> tokio::runtime::Runtime {
 #[tokio::test]
 #[should_panic(expected = "tick must be at least 1 µs")]
 async fn tick_below_one_microsecond_is_rejected() {
-    Timer::builder().tick(Duration::from_nanos(999)).build();
+    let _ = Timer::builder().tick(Duration::from_nanos(999)).build();
 }
 
 #[tokio::test]
 #[should_panic(expected = "wheel_size must be between 2 and")]
 async fn wheel_size_one_is_rejected() {
-    Timer::builder().wheel_size(1).build();
+    let _ = Timer::builder().wheel_size(1).build();
 }
 
 #[tokio::test]
 #[should_panic(expected = "wheel_size must be between 2 and")]
 async fn huge_wheel_size_is_rejected() {
-    Timer::builder().wheel_size(usize::MAX).build();
+    let _ = Timer::builder().wheel_size(usize::MAX).build();
 }
 
 #[tokio::test]
 #[should_panic(expected = "tick must be at most")]
 async fn huge_tick_is_rejected() {
-    Timer::builder().tick(Duration::MAX).build();
+    let _ = Timer::builder().tick(Duration::MAX).build();
 }
 
 #[test]
 #[should_panic(expected = "must be called from the context of a Tokio 1.x runtime")]
 fn build_outside_runtime_panics() {
-    Timer::new();
+    let _ = Timer::new();
 }
 
 #[test]
@@ -139,7 +139,7 @@ async fn handles_are_send_sync_clone_and_debug() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn dropping_the_timer_fails_pending_sleeps_loudly() {
+async fn shutting_the_timer_down_fails_pending_sleeps_loudly() {
     let timer = Timer::new();
     let handle = timer.handle();
     let waiter = tokio::spawn({
@@ -148,7 +148,7 @@ async fn dropping_the_timer_fails_pending_sleeps_loudly() {
     });
     tokio::task::yield_now().await; // let it register
     assert_eq!(handle.pending(), 1);
-    drop(timer);
+    drop(timer.shutdown());
     let err = waiter.await.unwrap_err();
     assert!(err.is_panic());
     let panic = err.into_panic();
@@ -157,10 +157,10 @@ async fn dropping_the_timer_fails_pending_sleeps_loudly() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn new_sleep_on_a_dropped_timer_panics_on_first_poll() {
+async fn new_sleep_on_a_shut_down_timer_panics_on_first_poll() {
     let timer = Timer::new();
     let handle = timer.handle();
-    drop(timer);
+    drop(timer.shutdown());
     let mut sleep = handle.sleep(ms(1));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(&mut sleep)));
     assert!(result.is_err());
@@ -168,13 +168,104 @@ async fn new_sleep_on_a_dropped_timer_panics_on_first_poll() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn fired_sleep_stays_ready_after_its_timer_is_dropped() {
+async fn fired_sleep_stays_ready_after_its_timer_shuts_down() {
     let timer = Timer::new();
     let mut sleep = task::spawn(timer.handle().sleep(ms(5)));
     assert_pending!(sleep.poll());
     time::advance(ms(5)).await;
-    drop(timer);
+    drop(timer.shutdown());
     assert_ready!(sleep.poll());
+}
+
+/// A handle of a temporary `Timer` keeps it alive: this panicked before,
+/// the timer being dropped at the end of the first statement.
+#[tokio::test(start_paused = true)]
+async fn a_handle_of_a_temporary_timer_works() {
+    let handle = Timer::builder().tick(ms(1)).build().handle();
+    let start = Instant::now();
+    handle.sleep(ms(5)).await;
+    assert!(start.elapsed() >= ms(5));
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = ran.clone();
+    handle
+        .schedule(ms(5), move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst)
+        })
+        .unwrap();
+    time::sleep(ms(6)).await;
+    assert!(ran.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+/// Dropping the `Timer` while its sleeps and handles live shuts nothing
+/// down: sleeps fire, callbacks run, new sleeps work.
+#[tokio::test(start_paused = true)]
+async fn dropping_the_timer_leaves_its_handles_working() {
+    let timer = Timer::new();
+    let handle = timer.handle();
+    let mut sleep = task::spawn(handle.sleep(ms(10)));
+    assert_pending!(sleep.poll());
+    let (tx, rx) = std::sync::mpsc::channel();
+    handle
+        .schedule(ms(10), move || tx.send(()).unwrap())
+        .unwrap();
+    drop(timer);
+    time::advance(ms(10)).await;
+    assert_ready!(sleep.poll());
+    assert!(rx.try_recv().is_ok(), "the callback ran");
+    handle.sleep(ms(1)).await;
+}
+
+/// With the last of its `Timer`, handles and futures dropped, a timer ends:
+/// its driver task finishes and its pending callbacks are dropped unrun.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_ends_with_its_last_owner() {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    // This test's own task, and the default timer's driver if one exists.
+    let before = metrics.num_alive_tasks();
+    let timer = Timer::new();
+    let handle = timer.handle();
+    let mut sleep = handle.sleep(Duration::from_secs(60));
+    assert!(poll_once(&mut sleep).is_pending());
+    let canary = std::sync::Arc::new(());
+    let held = canary.clone();
+    handle
+        .schedule(Duration::from_secs(60), move || drop(held))
+        .unwrap();
+    assert_eq!(metrics.num_alive_tasks(), before + 1, "the driver task");
+    drop(timer);
+    drop(handle);
+    assert_eq!(metrics.num_alive_tasks(), before + 1, "the sleep keeps it");
+    drop(sleep);
+    let patience = std::time::Instant::now() + Duration::from_secs(10);
+    while metrics.num_alive_tasks() > before {
+        assert!(
+            std::time::Instant::now() < patience,
+            "the driver task never ended"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        std::sync::Arc::strong_count(&canary),
+        1,
+        "the callback was dropped"
+    );
+}
+
+/// A sleep of a runtime's timer polled on another runtime after the first
+/// shut down can never complete: it panics, saying so, rather than hang.
+#[test]
+fn sleep_of_a_shut_down_runtime_panics_elsewhere() {
+    let first = current_thread();
+    let handle = first.block_on(async { Handle::current() });
+    let mut sleep = handle.sleep(Duration::from_secs(60));
+    first.block_on(async { assert!(poll_once(&mut sleep).is_pending()) });
+    drop(first);
+    let second = current_thread();
+    let result = second.block_on(async {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(&mut sleep)))
+    });
+    let panic = result.expect_err("polled outside its shut-down runtime, it panics");
+    assert!(panic_message(&*panic).contains("timer has shut down"));
 }
 
 #[test]
@@ -301,7 +392,7 @@ async fn reset_after_shutdown_does_not_panic_but_poll_does() {
         if fire_first {
             time::advance(ms(10)).await;
         }
-        drop(timer);
+        drop(timer.shutdown());
         Pin::new(&mut sleep).reset(Instant::now() + ms(20));
         let result =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| poll_once(&mut sleep)));

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{Config, Driver, Shared};
+use super::task::Driver;
+use super::{Config, Lifetime, Shared};
 use crate::clock::ManualClock;
 use crate::sync::Arc;
 use crate::{Handle, Unfired};
@@ -25,7 +26,8 @@ impl Model {
             max_pending: usize::MAX,
             shards: 2,
         };
-        let (shared, driver) = Shared::new(config, Arc::new(clock.clone()), None);
+        let (shared, driver) =
+            Shared::new(config, Arc::new(clock.clone()), None, Lifetime::Runtime);
         Model {
             shared,
             _driver: driver,
@@ -67,14 +69,17 @@ impl Model {
     }
 }
 
-/// The shards' lock on its own, for the model that checks it excludes.
+/// The spin lock (feature `spin-lock`) on its own, for the model that
+/// checks it excludes.
+#[cfg(feature = "spin-lock")]
 #[derive(Debug)]
-pub struct SpinLockProbe(crate::sync::SpinLock<u64>);
+pub struct SpinLockProbe(crate::spin_lock::SpinLock<u64>);
 
+#[cfg(feature = "spin-lock")]
 impl SpinLockProbe {
     /// A lock around zero.
     pub fn new() -> SpinLockProbe {
-        SpinLockProbe(crate::sync::SpinLock::new(0))
+        SpinLockProbe(crate::spin_lock::SpinLock::new(0))
     }
 
     /// Adds one under the lock, reading and writing in two steps with a
@@ -93,6 +98,7 @@ impl SpinLockProbe {
     }
 }
 
+#[cfg(feature = "spin-lock")]
 impl Default for SpinLockProbe {
     fn default() -> SpinLockProbe {
         SpinLockProbe::new()

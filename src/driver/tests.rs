@@ -1,6 +1,13 @@
 //! Unit tests of the driver's shared state.
 
-use super::*;
+use std::task::Waker;
+use std::time::Duration;
+
+use super::deadlines::Status;
+use super::flush::Flushed;
+use super::shared::Slot;
+use super::{unpack, Config, Filing, Lifetime, Shared};
+use crate::sync::Arc;
 
 /// One wheel slot per pending timer: a sleep's waker and no more, so a
 /// slab slot (entry, links, deadline and slot) stays at 40 bytes.
@@ -13,7 +20,12 @@ fn a_slot_is_one_waker() {
 /// time must not spin on an entry due between the two.
 #[tokio::test]
 async fn flush_with_a_stale_now_terminates() {
-    let (shared, driver) = Shared::new(Config::default(), Arc::new(crate::clock::TokioClock), None);
+    let (shared, driver) = Shared::new(
+        Config::default(),
+        Arc::new(crate::clock::TokioClock),
+        None,
+        Lifetime::Runtime,
+    );
     let shard = &shared.shards[0];
     let key = {
         let mut state = shard.state.lock();
@@ -35,7 +47,7 @@ async fn flush_with_a_stale_now_terminates() {
         panic!("flush with a stale `now` never returned");
     };
     assert_eq!(flushed, Flushed::Done);
-    assert_eq!(shard.deadlines.get(key), FIRED);
+    assert_eq!(shard.deadlines.status(key), Status::Fired);
     assert_eq!(shared.pending(), 0);
 }
 
@@ -48,7 +60,7 @@ fn thread_per_core_runtimes_spread_over_the_shards() {
         ..Config::default()
     };
     let clock = Arc::new(crate::clock::ManualClock::new());
-    let (shared, _driver) = Shared::new(config, clock, None);
+    let (shared, _driver) = Shared::new(config, clock, None, Lifetime::Runtime);
     let shards: Vec<usize> = (0..2)
         .map(|_| {
             let shared = shared.clone();
@@ -83,7 +95,7 @@ fn each_worker_of_a_runtime_has_its_own_shard() {
         ..Config::default()
     };
     let clock = Arc::new(crate::clock::ManualClock::new());
-    let (shared, _driver) = Shared::new(config, clock, None);
+    let (shared, _driver) = Shared::new(config, clock, None, Lifetime::Runtime);
     let (tx, rx) = std::sync::mpsc::channel();
     // Each worker files one entry, from a task that blocks it until both
     // have, so that both workers take part.

@@ -1,5 +1,6 @@
-//! The request of the tower benchmark (`benches/tower_timeout.rs`), also
-//! checked for its answer in `tests/tower.rs`; both include this file with
+//! The request of the tower benchmark
+//! (`benchmarks/benches/tower_timeout.rs`), also checked for its answer in
+//! `tests/tower.rs`; both include this file with
 //! `#[path = ...] mod pending_once;`.
 
 use std::future::Future;

@@ -498,12 +498,12 @@ fn dead_from_reply(
 }
 
 /// A time in ms since the epoch; `None` for the scripts' `-1`.
-fn at_ms(ms: i64) -> Option<SystemTime> {
+pub(crate) fn at_ms(ms: i64) -> Option<SystemTime> {
     let ms = u64::try_from(ms).ok()?;
     Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
 }
 
-fn unexpected_reply(what: &str) -> Error {
+pub(crate) fn unexpected_reply(what: &str) -> Error {
     Error::Redis(redis::RedisError::from((
         redis::ErrorKind::UnexpectedReturnType,
         "unexpected reply",

@@ -255,7 +255,9 @@ impl Conn {
             let value = match self {
                 Conn::Single(single) => {
                     single
-                        .call(|mut conn| async move { run_script(&mut conn, script, &evalsha).await })
+                        .call(
+                            |mut conn| async move { run_script(&mut conn, script, &evalsha).await },
+                        )
                         .await?
                 }
                 Conn::Cluster(cluster) => {

@@ -218,10 +218,14 @@ impl Job {
         match outcome {
             1 => {
                 tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %reason, "job failed; retried later");
+                crate::metrics::failed(self.inner.name());
+                crate::metrics::retried(self.inner.name());
                 Ok(Fate::Retried)
             }
             2 => {
                 tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %reason, "job moved to the dead letters: it failed");
+                crate::metrics::failed(self.inner.name());
+                crate::metrics::dead_lettered(self.inner.name());
                 Ok(Fate::Dead)
             }
             _ => self.lost("fail"),

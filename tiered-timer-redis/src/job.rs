@@ -190,6 +190,12 @@ impl Job {
     /// A claimed job handed to a worker, with its `tracing` event.
     pub(crate) fn handed_out(inner: &Arc<Inner>, claimed: Claimed) -> Job {
         let (expired, partition) = (claimed.expired, claimed.partition);
+        crate::metrics::claimed(
+            inner.name(),
+            (!expired).then(|| {
+                Duration::from_millis(claimed.claimed_ms.saturating_sub(claimed.deadline_ms))
+            }),
+        );
         let job = Job::from_claimed(inner, claimed);
         if expired {
             tracing::warn!(queue = inner.name(), job = %job.id, attempt = job.attempt, partition, "job redelivered: its last lease ran out before an ack");
@@ -287,6 +293,7 @@ impl Job {
         let done = done?;
         if done {
             tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
+            crate::metrics::acked(self.inner.name());
             Ok(())
         } else {
             self.lost("ack")
@@ -420,6 +427,7 @@ impl Job {
         match done {
             1 => {
                 tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, ?delay, "job retried");
+                crate::metrics::retried(self.inner.name());
                 Ok(())
             }
             2 => Ok(()), // buried, and traced as such by the queue
@@ -538,6 +546,7 @@ impl Job {
             *self.local_lease.lock().unwrap_or_else(|e| e.into_inner()) =
                 LocalLease { sent, length };
             tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, lease = ?length, "lease extended");
+            crate::metrics::lease_renewed(self.inner.name());
             Ok(())
         } else {
             self.lost("extend_lease")
@@ -645,6 +654,7 @@ impl Job {
     /// renewed: `last_error` if Redis could not be reached, else the lease
     /// ran out while this task was not polled (a blocked thread, say).
     fn given_up(&self, last_error: Option<Error>) -> Error {
+        crate::metrics::lease_lost(self.inner.name());
         match last_error {
             Some(error) => {
                 tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease given up: Redis could not be reached before it would run out");
@@ -668,6 +678,7 @@ impl Job {
 
     /// Reports a lease found lost by `call`.
     pub(crate) fn lost<T>(&self, call: &'static str) -> Result<T, Error> {
+        crate::metrics::lease_lost(self.inner.name());
         tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, call, "lease lost: it ran out before the call, and the job is delivered again");
         Err(Error::LeaseExpired {
             id: self.id.clone(),

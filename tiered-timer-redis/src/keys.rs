@@ -15,6 +15,7 @@
 //! | `ttr:T:job` | hash | per job `p<id>` → payload; `l<id>` → `attempts token deadline` while leased, `attempts` for a job delivered before that waits again or is dead (absent for a job never delivered); `e<id>` → its last error (a worker's reason, or why it died). And `m` → the partition's `armed lease_lb` (see below) |
 //! | `ttr:T:dead` | sorted set | dead letters, scored by when they died |
 //! | `ttr:T:marker` | sorted set | wake-up batons, each named and scored by the time its holder is to claim (usually one; see `src/wake.rs`) |
+//! | `ttr:T:lateness` | string (`BITFIELD`) | how late claims were: one saturating `u32` counter per bucket of [`LATENESS_BOUNDS_MS`], written with one `BITFIELD` per claim batch (see `src/lua/record_lateness.lua`) |
 //!
 //! A waiting job is one timeline member and one `p` field, nothing more
 //! (memory per pending job). `m` holds the time of the baton that is the
@@ -22,8 +23,11 @@
 //! lease expiries (`lease_lb`), so a claim looks for expired leases only
 //! when one may exist.
 //!
-//! Per queue: `ttr:{name}:config`, a hash, `partitions` → the partition
-//! count recorded at the first connect.
+//! And one key for all queues, outside any hash tag:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | [`QUEUES`] (`ttr:queues`) | hash | queue name → its partition count, recorded by the queue's first connect (every later handle must use the same count), so that `ttr` and its dashboard find every queue and how it is partitioned |
 
 use crate::error::Error;
 
@@ -32,11 +36,23 @@ pub(crate) const MAX_QUEUE_NAME: usize = 200;
 /// The longest job id, in bytes.
 pub(crate) const MAX_JOB_ID: usize = 512;
 
+/// The registry of queues: name → partition count (see the module docs).
+pub(crate) const QUEUES: &str = "ttr:queues";
+
+/// The upper bounds (inclusive, in ms) of the lateness histogram's
+/// buckets; a last bucket counts everything later. The claim script's
+/// `record_lateness` (`src/lua/record_lateness.lua`) has the same list.
+pub(crate) const LATENESS_BOUNDS_MS: [u64; 19] = [
+    0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 300_000,
+    900_000, 3_600_000,
+];
+
 /// The keys of one partition, in the order the scripts expect them
-/// (`KEYS[1]` .. `KEYS[4]`).
+/// (`KEYS[1]` .. `KEYS[5]`; the fifth, the lateness histogram, is for the
+/// claim script's `record_lateness`).
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    pub(crate) ordered: [String; 4],
+    pub(crate) ordered: [String; 5],
 }
 
 impl Keys {
@@ -49,7 +65,13 @@ impl Keys {
         };
         let key = |what: &str| format!("ttr:{tag}:{what}");
         Keys {
-            ordered: [key("timeline"), key("job"), key("dead"), key("marker")],
+            ordered: [
+                key("timeline"),
+                key("job"),
+                key("dead"),
+                key("marker"),
+                key("lateness"),
+            ],
         }
     }
 
@@ -71,6 +93,11 @@ impl Keys {
     /// The wake-up baton's sorted set.
     pub(crate) fn marker(&self) -> &str {
         &self.ordered[3]
+    }
+
+    /// The lateness histogram (`KEYS[5]`).
+    pub(crate) fn lateness(&self) -> &str {
+        &self.ordered[4]
     }
 }
 
@@ -114,13 +141,6 @@ pub(crate) fn check_job_id(id: &str) -> Result<(), Error> {
     } else {
         Ok(())
     }
-}
-
-/// The queue's own settings, recorded at its first connect (a hash:
-/// `partitions` is the partition count every handle must use). Under the
-/// queue's first tag, so in a slot of the cluster like any other key.
-pub(crate) fn config_key(name: &str) -> String {
-    format!("ttr:{{{name}}}:config")
 }
 
 /// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (or of

@@ -86,11 +86,17 @@
 //! overdue the most overdue waiting job is. [`Queue::dead_letters`] lists
 //! the dead with their last error, attempts, time of death and payload
 //! size; [`Queue::requeue`] / [`Queue::requeue_all`] give them another
-//! round, [`Queue::purge`] / [`Queue::purge_all`] delete them. The `ttr`
-//! binary puts these on the command line:
+//! round, [`Queue::purge`] / [`Queue::purge_all`] delete them.
+//! [`Queue::job`] shows one job whatever its state, [`Queue::list`] pages
+//! through waiting, due, leased or dead jobs, [`Queue::promote`] makes a
+//! waiting job due now, [`find_queues`] finds every queue on a Redis, and
+//! [`Queue::lateness`] reads how late claims were. The `ttr` binary (crate
+//! `tiered-timer-ttr`) puts these on the command line and in a web
+//! dashboard, with Prometheus metrics; the `metrics` feature reports
+//! counters through the `metrics` facade (see `src/metrics.rs`):
 //!
 //! ```text
-//! $ cargo run -p tiered-timer-redis --bin ttr -- --url redis://127.0.0.1:6379/ stats orders
+//! $ cargo run -p tiered-timer-ttr -- --url redis://127.0.0.1:6379/ stats orders
 //! queue orders (1 partition), Redis time 2026-11-24 22:35:48 UTC
 //!
 //! pending  1206   6 due now, the oldest 1m 16s overdue
@@ -159,7 +165,20 @@
 //!
 //! Dead-letter events carry `attempts` (the limit) instead of `attempt`;
 //! the wake-up connection's events have `queue` and `partitions`.
+//!
+//! # Metrics
+//!
+//! With the feature `metrics`, the crate also reports through the
+//! [`metrics`](https://docs.rs/metrics) facade, labelled `queue`: the
+//! counters `ttr_jobs_claimed_total`, `ttr_jobs_acked_total`,
+//! `ttr_jobs_retried_total`, `ttr_jobs_failed_total`,
+//! `ttr_jobs_dead_lettered_total`, `ttr_leases_lost_total` and
+//! `ttr_lease_renewals_total`, and the histogram
+//! `ttr_claim_lateness_seconds` (Redis' now at a claim minus the due time,
+//! for jobs claimed from the waiting jobs). Without the feature there is no
+//! `metrics` dependency and no cost.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -170,21 +189,26 @@
 
 mod admin;
 mod conn;
+mod discover;
 mod error;
 mod failure;
-// `bytes` and `utc` are for the `ttr` binary, which includes the file too.
-#[allow(dead_code)]
 mod human;
+mod inspect;
 mod job;
 mod keys;
+mod lateness;
+mod metrics;
 mod queue;
 mod scripts;
 mod wake;
 
 pub use crate::admin::{DeadLetter, Stats};
+pub use crate::discover::{find_queues, QueueInfo};
 pub use crate::error::Error;
 pub use crate::failure::Fate;
+pub use crate::inspect::{JobInfo, JobState, JobSummary, Listing, Page, MAX_PAGE, PREVIEW};
 pub use crate::job::{Job, JobId};
+pub use crate::lateness::Lateness;
 pub use crate::queue::{Builder, Queue};
 
 #[cfg(test)]
@@ -204,5 +228,14 @@ mod tests {
         send_sync::<crate::Stats>();
         send_sync::<crate::DeadLetter>();
         send_sync::<crate::Fate>();
+        send_sync::<crate::JobInfo>();
+        send_sync::<crate::Page>();
+        send_sync::<crate::Lateness>();
+        send_sync::<crate::QueueInfo>();
     }
 }
+
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -30,7 +30,7 @@ use tokio::sync::watch;
 use crate::conn::{Conn, Limits};
 use crate::error::Error;
 use crate::job::{Job, JobId};
-use crate::keys::{check_job_id, check_queue_name, config_key, partition_of, Keys, LEASED};
+use crate::keys::{check_job_id, check_queue_name, partition_of, Keys, LEASED, QUEUES};
 use crate::scripts;
 use crate::wake::{Setup, Shared};
 
@@ -60,6 +60,8 @@ pub(crate) struct Inner {
     closed: AtomicBool,
     /// How many [`Job`]s of this queue are out (see the ground rules).
     held: watch::Sender<usize>,
+    /// Set once this handle wrote the queue to the registry (`src/discover.rs`).
+    pub(crate) registered: AtomicBool,
 }
 
 impl Drop for Inner {
@@ -140,6 +142,7 @@ pub struct Builder {
     replicas: u32,
     replica_timeout: Duration,
     prefetch: usize,
+    register: bool,
     partitions: u32,
     cluster: bool,
 }
@@ -228,6 +231,18 @@ impl Builder {
         self
     }
 
+    /// Whether connecting records the queue's name and partition count in
+    /// the registry `ttr:queues` if none is recorded yet (default `true`).
+    /// Every handle is checked against a recorded count (see
+    /// [`connect`](Builder::connect)); tools that only look at queues
+    /// (`ttr`) pass `false`, so that looking at a name does not make a
+    /// queue appear. (Such a handle records the queue at its first
+    /// successful schedule instead.)
+    pub fn register(mut self, register: bool) -> Builder {
+        self.register = register;
+        self
+    }
+
     /// Spreads the queue over `n` hash tags (`{name#0}` .. `{name#n-1}`),
     /// so over the nodes of a Redis Cluster. Every process using the queue
     /// must use the same `n`: a job's partition is a hash of its id modulo
@@ -246,7 +261,8 @@ impl Builder {
 
     /// Checks the settings and connects.
     ///
-    /// On its first connect, a queue records its partition count in Redis;
+    /// On its first connect, a queue records its partition count in Redis
+    /// (the registry `ttr:queues`, see [`register`](Builder::register));
     /// every later handle must use the same.
     ///
     /// # Errors
@@ -302,7 +318,7 @@ impl Builder {
             });
         }
         let conn = Conn::open(&self.url, self.cluster, limits).await?;
-        check_partitions(&conn, &self.name, self.partitions).await?;
+        check_partitions(&conn, &self.name, self.partitions, self.register).await?;
         let partitions: Vec<Keys> = (0..self.partitions)
             .map(|p| Keys::new(&self.name, p, self.partitions))
             .collect();
@@ -328,6 +344,8 @@ impl Builder {
                 wake,
                 closed: AtomicBool::new(false),
                 held: watch::Sender::new(0),
+                // Connecting recorded the partition count (if asked to).
+                registered: AtomicBool::new(self.register),
             }),
         })
     }
@@ -358,6 +376,7 @@ impl Queue {
             replicas: 0,
             replica_timeout: Duration::from_secs(1),
             prefetch: 0,
+            register: true,
             partitions: 1,
             cluster: false,
         }
@@ -622,6 +641,7 @@ impl Queue {
             .inner
             .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
             .await?;
+        self.inner.register().await;
         Ok(id)
     }
 
@@ -685,7 +705,8 @@ impl Queue {
                     args.push(arg(id.as_str()));
                     args.push(arg(token));
                 }
-                let refused: Vec<String> = inner.eval(&scripts::ACK_MANY_SCRIPT, keys, args).await?;
+                let refused: Vec<String> =
+                    inner.eval(&scripts::ACK_MANY_SCRIPT, keys, args).await?;
                 for (id, _) in chunk {
                     if !refused.iter().any(|r| r == id.as_str()) {
                         tracing::debug!(queue = %inner.name, job = %id, "job acked");
@@ -1090,6 +1111,9 @@ impl Inner {
                 base.get_or_insert(used_base);
             }
         }
+        if !ids.is_empty() {
+            self.register().await;
+        }
         Ok((ids, written))
     }
 
@@ -1135,6 +1159,7 @@ impl Inner {
             .await?;
         if done == 2 {
             tracing::warn!(queue = %self.name, job = %id, attempts = self.max_attempts, "job moved to the dead letters: retried on its last attempt");
+            crate::metrics::dead_lettered(&self.name);
         }
         Ok(done)
     }
@@ -1209,23 +1234,33 @@ impl Inner {
     }
 }
 
-/// Records the queue's partition count at its first connect, or checks
-/// this handle's against the recorded one.
-async fn check_partitions(conn: &Conn, name: &str, partitions: u32) -> Result<(), Error> {
-    let recorded: u32 = conn
-        .eval(
-            &scripts::RECORD_PARTITIONS_SCRIPT,
-            &[config_key(name)],
-            vec![arg(&partitions.to_string())],
-            false,
-        )
-        .await?;
-    if recorded == partitions {
+/// Records the queue's partition count in the registry ([`QUEUES`]) at its
+/// first connect, or checks this handle's against the recorded one.
+async fn check_partitions(
+    conn: &Conn,
+    name: &str,
+    partitions: u32,
+    register: bool,
+) -> Result<(), Error> {
+    let recorded: Option<u32> = if register {
+        let recorded: u32 = conn
+            .eval(
+                &scripts::RECORD_PARTITIONS_SCRIPT,
+                &[QUEUES.to_owned()],
+                vec![arg(name), arg(&partitions.to_string())],
+                false,
+            )
+            .await?;
+        Some(recorded)
+    } else {
+        conn.query(redis::cmd("HGET").arg(QUEUES).arg(name)).await?
+    };
+    if recorded.is_none_or(|recorded| recorded == partitions) {
         Ok(())
     } else {
         Err(Error::PartitionMismatch {
             queue: name.to_owned(),
-            recorded,
+            recorded: recorded.unwrap_or(partitions),
             configured: partitions,
         })
     }

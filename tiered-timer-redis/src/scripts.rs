@@ -13,7 +13,7 @@
 //! * A due time is rounded *up* to a whole millisecond and "now" *down*,
 //!   so "due <= now" in whole milliseconds implies the due time has passed
 //!   by Redis' clock: never early.
-//! * Every script takes the four keys of [`Keys`](crate::keys::Keys) in
+//! * Every script takes the five keys of [`Keys`](crate::keys::Keys) in
 //!   their order, so one partition's scripts always run in one slot.
 //! * A lease is fenced by a token: only the holder of the current token
 //!   may ack, retry, extend or release the job; all but `ack` also check
@@ -53,64 +53,109 @@ const FENCE: &str = include_str!("lua/fence.lua");
 /// `revive(id)` and `arm_now()`, for requeue and requeue-all.
 const REVIVE: &str = include_str!("lua/revive.lua");
 
-fn script(parts: &[&str]) -> Script {
+fn assemble(parts: &[&str]) -> Script {
     Script::new(&parts.concat())
+}
+
+/// A script of one partition from `body`, after the parts every script
+/// with the time has: `now`, the keys `K_*` and the shared helpers (for
+/// the operator's scripts of `src/inspect.rs`).
+pub(crate) fn script(body: &[&str]) -> Script {
+    let mut parts = vec![TIME, PRELUDE, CHAIN];
+    parts.extend_from_slice(body);
+    assemble(&parts)
 }
 
 /// Schedules one job unless its id is waiting or leased (`schedule.lua`).
 pub(crate) static SCHEDULE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, include_str!("lua/schedule.lua")]));
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, include_str!("lua/schedule.lua")]));
 /// Schedules a chunk of up to 1 000 jobs of one partition
 /// (`schedule_many.lua`).
 pub(crate) static SCHEDULE_MANY_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, include_str!("lua/schedule_many.lua")]));
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, include_str!("lua/schedule_many.lua")]));
 /// Claims up to `n` jobs, optionally after an ack, and passes the wake-up
 /// chain on (`claim.lua`).
-pub(crate) static CLAIM_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, BURY, include_str!("lua/claim.lua")]));
+pub(crate) static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        CHAIN,
+        BURY,
+        crate::lateness::RECORD_LATENESS,
+        include_str!("lua/claim.lua"),
+    ])
+});
 /// Acks a job, fenced by its token (`ack.lua`).
 pub(crate) static ACK_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[PRELUDE, include_str!("lua/ack.lua")]));
+    LazyLock::new(|| assemble(&[PRELUDE, include_str!("lua/ack.lua")]));
 /// Acks many jobs of one partition (`ack_many.lua`).
 pub(crate) static ACK_MANY_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[PRELUDE, include_str!("lua/ack_many.lua")]));
+    LazyLock::new(|| assemble(&[PRELUDE, include_str!("lua/ack_many.lua")]));
 /// Reschedules a held job, or buries it on its last attempt (`retry.lua`).
-pub(crate) static RETRY_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| {
-        script(&[TIME, PRELUDE, CHAIN, BURY, RESCHEDULE, FENCE, include_str!("lua/retry.lua")])
-    });
+pub(crate) static RETRY_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        CHAIN,
+        BURY,
+        RESCHEDULE,
+        FENCE,
+        include_str!("lua/retry.lua"),
+    ])
+});
 /// Cancels a waiting job (`cancel.lua`).
 pub(crate) static CANCEL_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[PRELUDE, include_str!("lua/cancel.lua")]));
+    LazyLock::new(|| assemble(&[PRELUDE, include_str!("lua/cancel.lua")]));
 /// Moves a dead letter back to the waiting jobs (`requeue.lua`).
-pub(crate) static REQUEUE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, REVIVE, include_str!("lua/requeue.lua")]));
+pub(crate) static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        CHAIN,
+        REVIVE,
+        include_str!("lua/requeue.lua"),
+    ])
+});
 /// A held job failed, with a reason: retried later or buried (`fail.lua`).
-pub(crate) static FAIL_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| {
-        script(&[TIME, PRELUDE, CHAIN, BURY, RESCHEDULE, FENCE, include_str!("lua/fail.lua")])
-    });
+pub(crate) static FAIL_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        CHAIN,
+        BURY,
+        RESCHEDULE,
+        FENCE,
+        include_str!("lua/fail.lua"),
+    ])
+});
 /// One partition's numbers at one instant of Redis' clock (`stats.lua`).
 pub(crate) static STATS_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, include_str!("lua/stats.lua")]));
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, include_str!("lua/stats.lua")]));
 /// A page of dead letters, newest first (`dead_list.lua`).
 pub(crate) static DEAD_LIST_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, include_str!("lua/dead_list.lua")]));
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, include_str!("lua/dead_list.lua")]));
 /// Revives a batch of dead letters (`requeue_all.lua`).
-pub(crate) static REQUEUE_ALL_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, REVIVE, include_str!("lua/requeue_all.lua")]));
+pub(crate) static REQUEUE_ALL_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        CHAIN,
+        REVIVE,
+        include_str!("lua/requeue_all.lua"),
+    ])
+});
 /// Deletes a dead letter (`purge.lua`).
 pub(crate) static PURGE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[PRELUDE, include_str!("lua/purge.lua")]));
+    LazyLock::new(|| assemble(&[PRELUDE, include_str!("lua/purge.lua")]));
 /// Deletes a batch of dead letters (`purge_all.lua`).
 pub(crate) static PURGE_ALL_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[PRELUDE, include_str!("lua/purge_all.lua")]));
+    LazyLock::new(|| assemble(&[PRELUDE, include_str!("lua/purge_all.lua")]));
 /// Renews a lease (`extend.lua`).
 pub(crate) static EXTEND_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, FENCE, include_str!("lua/extend.lua")]));
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, FENCE, include_str!("lua/extend.lua")]));
 /// Hands a held job back, due now (`release.lua`).
 pub(crate) static RELEASE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| script(&[TIME, PRELUDE, CHAIN, FENCE, include_str!("lua/release.lua")]));
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, FENCE, include_str!("lua/release.lua")]));
 
 /// Records a queue's partition count if none is recorded yet; returns the
 /// recorded count (`record_partitions.lua`; no prelude: it needs neither

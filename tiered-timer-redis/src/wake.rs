@@ -109,6 +109,8 @@ pub(crate) struct Claimed {
     pub(crate) sent: Instant,
     /// Taken back from a lease that ran out (a redelivery).
     pub(crate) expired: bool,
+    /// Redis' now at the claim (ms).
+    pub(crate) claimed_ms: u64,
 }
 
 /// What a waiting call gets.
@@ -134,7 +136,9 @@ impl Setup {
     /// A fresh token prefix for one claim (its k-th job's token is
     /// prefix.k).
     fn token(&self) -> String {
-        let n = self.tokens.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self
+            .tokens
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         format!("{}{n:x}", self.token_prefix)
     }
 }
@@ -579,6 +583,7 @@ impl Shared {
         let partition = request.partition;
         for id in std::mem::take(&mut outcome.buried) {
             tracing::warn!(queue = %name, job = %id, attempts = self.setup.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
+            crate::metrics::dead_lettered(name);
         }
         let mut state = self.lock();
         state.reserved = state.reserved.saturating_sub(request.reserved);
@@ -688,7 +693,10 @@ impl Shared {
 
 /// A claim in flight, as a boxed future.
 type InFlight = std::pin::Pin<
-    Box<dyn std::future::Future<Output = (ClaimRequest, Instant, Instant, Result<Outcome, Error>)> + Send>,
+    Box<
+        dyn std::future::Future<Output = (ClaimRequest, Instant, Instant, Result<Outcome, Error>)>
+            + Send,
+    >,
 >;
 
 /// A claim run in the caller's task; if the caller is dropped before it
@@ -818,6 +826,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
             lease: Duration::from_millis(lease_ms),
             sent,
             expired: expired == 1,
+            claimed_ms: u64::try_from(now_ms).unwrap_or(0),
         });
     }
     Ok(Outcome {

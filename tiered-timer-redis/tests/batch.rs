@@ -179,7 +179,7 @@ async fn a_bad_job_anywhere_in_a_call_writes_nothing() {
         queue.schedule_many_with_ids(named).await,
         Err(Error::InvalidJobId { .. })
     ));
-    assert_eq!(server.job_keys().as_str(), "0", "nothing was written");
+    assert_eq!(server.job_keys(), "0", "nothing was written");
 
     // A payload hash of the wrong type makes the script fail: before any
     // job of the chunk is in the due set.
@@ -191,7 +191,7 @@ async fn a_bad_job_anywhere_in_a_call_writes_nothing() {
         0,
         "the chunk is all or nothing"
     );
-    assert_eq!(server.job_keys().as_str(), "1");
+    assert_eq!(server.job_keys(), "1");
 }
 
 // One wake-up baton per chunk at most, and only when the chunk brings a

@@ -75,7 +75,7 @@ async fn next_batch_claims_many_in_one_script_each_with_its_own_lease() {
     }
     assert_eq!(queue.leased().await.unwrap(), 1);
     last.ack().await.unwrap();
-    assert_eq!(server.job_keys().as_str(), "0");
+    assert_eq!(server.job_keys(), "0");
 }
 
 #[tokio::test]
@@ -103,7 +103,10 @@ async fn ack_and_next_is_one_round_trip_per_job() {
     // baton leaves a lone due job to the baton's holder). Next and ack
     // would be twenty.
     let scripts = scripts_run(&server) - before;
-    assert!((11..=12).contains(&scripts), "{scripts} scripts for ten jobs");
+    assert!(
+        (11..=12).contains(&scripts),
+        "{scripts} scripts for ten jobs"
+    );
     let seen: HashSet<JobId> = seen.into_iter().collect();
     assert_eq!(seen, ids.into_iter().collect());
     assert_eq!(queue.pending().await.unwrap(), 0);
@@ -297,6 +300,10 @@ async fn ack_many_acks_a_batch_in_one_script_and_names_the_lost() {
     // The ack-many script, and the first use of it (NOSCRIPT) at most.
     assert!(scripts_run(&server) - before <= 2);
     assert_eq!(lost, vec![taken]);
-    assert_eq!(queue.leased().await.unwrap(), 1, "only the stolen one is left");
+    assert_eq!(
+        queue.leased().await.unwrap(),
+        1,
+        "only the stolen one is left"
+    );
     assert_eq!(queue.pending().await.unwrap(), 0);
 }

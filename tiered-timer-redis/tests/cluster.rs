@@ -32,7 +32,7 @@ async fn a_partitioned_queue_spreads_over_the_cluster_and_delivers_each_job_once
     assert_eq!(producer.pending().await.unwrap(), 120);
     // The partitions' tags hash to slots on every node.
     for node in &cluster.nodes {
-        let keys: u64 = node.cli(&["DBSIZE"]).trim().parse().unwrap();
+        let keys: u64 = node.job_keys().parse().unwrap();
         assert!(keys > 0, "node {} holds none of the queue", node.port);
     }
     // Idempotent and cancellable across partitions too.

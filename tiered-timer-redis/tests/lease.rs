@@ -83,7 +83,7 @@ async fn a_job_kept_alive_for_five_leases_is_delivered_once() {
     assert!(others.lock().unwrap().is_empty());
     assert!(!other.is_finished(), "the other worker failed");
     other.abort();
-    assert_eq!(server.job_keys().as_str(), "0");
+    assert_eq!(server.job_keys(), "0");
 }
 
 /// Worker A renews at about the moment its lease runs out while worker B
@@ -283,7 +283,7 @@ async fn extend_after_the_lease_is_lost_fails_clearly() {
         job.extend_lease(Duration::from_secs(30)).await,
         Err(Error::LeaseExpired { .. })
     ));
-    assert_eq!(server.job_keys().as_str(), "0", "nothing was revived");
+    assert_eq!(server.job_keys(), "0", "nothing was revived");
 }
 
 #[tokio::test]

@@ -1,11 +1,10 @@
 //! For the examples: the Redis at `REDIS_URL`, or a redis-server started
-//! here on a free port in a temporary directory (stopped on drop); and a
-//! local Redis Cluster of redis-servers started here.
+//! here on a free port in a temporary directory (stopped on drop).
+//!
+//! The benchmark member (`benchmarks/src/redis_support.rs`) includes this file too,
+//! for its own Redis runs and the nodes of its local Redis Cluster.
 
 #![allow(dead_code)]
-
-#[path = "../../tests/support/cluster_join.rs"]
-mod cluster_join;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -100,39 +99,4 @@ impl Drop for Redis {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
-}
-
-/// A local Redis Cluster of `n` masters without replicas, started here
-/// (`--cluster-enabled yes`, joined by `redis-cli --cluster create`).
-pub struct Cluster {
-    pub nodes: Vec<Redis>,
-}
-
-impl Cluster {
-    pub fn start(n: usize) -> Cluster {
-        let nodes: Vec<Redis> = (0..n)
-            .map(|_| Redis::start_own(&cluster_join::NODE_ARGS))
-            .collect();
-        let ports: Vec<u16> = nodes.iter().map(Redis::port).collect();
-        cluster_join::join(&ports);
-        Cluster { nodes }
-    }
-
-    pub fn url(&self) -> String {
-        self.nodes[0].url.clone()
-    }
-}
-
-/// Redis' `total_commands_processed` (`INFO stats`; commands run inside a
-/// script count too). The `INFO` itself counts as one.
-pub async fn commands_processed(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_commands_processed:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap()
 }

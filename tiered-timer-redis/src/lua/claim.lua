@@ -112,6 +112,12 @@ for k, d in ipairs(deliveries) do
   for _, v in ipairs({d[1], d[4], d[3], d[2], d[5]}) do jobs[#jobs + 1] = v end
 end
 if #scored > 0 then redis.call('ZADD', K_TIMELINE, unpack(scored)) end
+-- How late the jobs claimed from the waiting ones were (one BITFIELD).
+local late = {}
+for _, d in ipairs(deliveries) do
+  if d[5] == 0 then late[#late + 1] = now - d[3] end
+end
+if #late > 0 then record_lateness(K_LATENESS, late) end
 if recount then
   local e = redis.call('ZRANGEBYSCORE', K_TIMELINE, fmt(LEASED), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   lease_lb = e[2] and tonumber(e[2]) - LEASED or nil

@@ -1,6 +1,7 @@
 -- The keys of one partition (see src/keys.rs), the layout's constants and
 -- the helpers every script shares (kept small: it runs on every call).
 local K_TIMELINE, K_JOB, K_DEAD, K_MARKER = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_LATENESS = KEYS[5]
 
 -- A leased job sits in the timeline at LEASED + its lease expiry (ms), a
 -- waiting job at its due time: scores below LEASED are waiting jobs, and

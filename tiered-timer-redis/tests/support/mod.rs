@@ -187,16 +187,20 @@ impl RedisServer {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
-    /// How many keys hold jobs (as a string, like `DBSIZE` from
-    /// `redis-cli`): every key but the queues' `config` (the partition
-    /// count) and `marker` (the wake-up baton) ones, and a `job` hash that
-    /// holds nothing but the partition's `m` (the wake-up chain's state):
-    /// they outlive the jobs.
+    /// How many keys hold jobs, as a string (like `DBSIZE`'s answer): every
+    /// key but a queue's own metadata, which outlives its jobs by design
+    /// (the registry `ttr:queues`, the lateness histograms, the wake-up
+    /// batons `marker`, and a `job` hash that holds nothing but the
+    /// partition's `m`, the wake-up chain's state).
     pub fn job_keys(&self) -> String {
-        self.cli(&["KEYS", "*"])
+        self.cli(&["--scan"])
             .lines()
             .filter(|key| {
-                if key.is_empty() || key.ends_with(":config") || key.ends_with(":marker") {
+                if key.is_empty()
+                    || *key == "ttr:queues"
+                    || key.ends_with(":lateness")
+                    || key.ends_with(":marker")
+                {
                     return false;
                 }
                 if key.ends_with(":job") {

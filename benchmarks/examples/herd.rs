@@ -1,0 +1,522 @@
+//! What a job costs Redis as the fleet grows (issue 25, targets 1 and 2).
+//!
+//! ```sh
+//! cargo run --release -p tiered-timer-benchmarks --example herd
+//! HERD_ONLY=flow,idle,burst HERD_SECS=5 HERD_BURST=50000 cargo run --release -p tiered-timer-benchmarks --example herd
+//! ```
+//!
+//! Against redis-servers it starts itself (a fresh one per measurement),
+//! with every worker its own `Queue` (its own connections), as separate
+//! processes would have:
+//!
+//! * **flow**: jobs come due at 1 000 and at 100 per second for
+//!   `HERD_SECS` seconds (scheduled ahead with `schedule_many_at`, due
+//!   times in the payload), on 1 and 3 partitions, with 1, 4 and 16
+//!   workers that claim and ack (`next`, `ack`). Per cell: Redis commands
+//!   per delivered job (`INFO stats` `total_commands_processed`, commands
+//!   inside scripts and the scheduling included), lateness (delivery time
+//!   minus due time, by this host's clock, which is also Redis'), Redis
+//!   CPU; then the same run again with `MONITOR` on, counting the commands
+//!   clients sent (not those scripts ran): round trips per job.
+//! * **idle**: 100 000 jobs an hour out, 4 and 16 waiting workers, 15 s:
+//!   commands per second per worker (health checks included).
+//! * **burst**: `HERD_BURST` jobs due at once, 4 workers: claim + ack
+//!   throughput with `next` + `ack`, with `prefetch(64)`, with
+//!   `ack_and_next`, with `next_batch(64)` + `ack`, and with
+//!   `next_batch(64)` + `ack_many`; Redis commands and CPU per job, and
+//!   this process' CPU per job.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tiered_timer_redis::Queue;
+
+/// A redis-server of our own, on a free port, stopped on drop.
+struct Server {
+    port: u16,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let dir = std::env::temp_dir().join(format!("ttr-herd-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .env_remove("LD_PRELOAD")
+            .spawn()
+            .expect("redis-server on PATH (apt-get install -y redis-server)");
+        let server = Server { port, child, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !server.cli(&["PING"]).contains("PONG") {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .arg("-p")
+            .arg(self.port.to_string())
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn info(&self, field: &str) -> f64 {
+        let section = if field.starts_with("used_cpu") {
+            "cpu"
+        } else {
+            "stats"
+        };
+        self.cli(&["INFO", section])
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Commands processed so far, and Redis' CPU seconds.
+    fn counters(&self) -> (f64, f64) {
+        let commands = self.info("total_commands_processed");
+        let cpu = self.info("used_cpu_sys") + self.info("used_cpu_user");
+        (commands, cpu)
+    }
+
+    /// Counts the commands clients send (not those scripts run) from now
+    /// until the returned guard is stopped.
+    fn monitor(&self) -> Monitor {
+        let mut child = Command::new("redis-cli")
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("MONITOR")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-cli MONITOR");
+        let stdout = child.stdout.take().unwrap();
+        let count = Arc::new(AtomicU64::new(0));
+        let started = Arc::new(AtomicBool::new(false));
+        let (c, s) = (count.clone(), started.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line == "OK" {
+                    s.store(true, Ordering::SeqCst);
+                } else if !line.contains("[0 lua]") && !line.contains("herd-marker") {
+                    c.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(path) = std::env::var("HERD_MONITOR_DUMP") {
+                        use std::io::Write;
+                        let mut f = std::fs::OpenOptions::new()
+                            .append(true)
+                            .create(true)
+                            .open(path)
+                            .unwrap();
+                        let _ = writeln!(f, "{line}");
+                    }
+                }
+            }
+        });
+        while !started.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Monitor { child, count }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct Monitor {
+    child: Child,
+    count: Arc<AtomicU64>,
+}
+
+impl Monitor {
+    fn stop(mut self) -> u64 {
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn only(what: &str) -> bool {
+    match std::env::var("HERD_ONLY") {
+        Ok(list) => list.split(',').any(|w| w.trim() == what),
+        Err(_) => true,
+    }
+}
+
+fn now_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0
+}
+
+async fn queue(server: &Server, partitions: u32, prefetch: usize) -> Queue {
+    Queue::builder(&server.url(), "herd")
+        .partitions(partitions)
+        .prefetch(prefetch)
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Waits until `workers` clients block in BZPOPMIN (every worker waits).
+async fn settle(server: &Server, workers: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let blocked = server
+            .cli(&["CLIENT", "LIST"])
+            .lines()
+            .filter(|l| l.contains("cmd=bzpopmin"))
+            .count();
+        if blocked >= workers {
+            return;
+        }
+        assert!(Instant::now() < deadline, "workers never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+struct Flow {
+    commands_per_job: f64,
+    round_trips_per_job: Option<f64>,
+    p50: f64,
+    p99: f64,
+    max: f64,
+    early: usize,
+    cpu: f64,
+}
+
+/// One flow cell: `rate` jobs/s for `secs` s, `workers` workers, on
+/// `partitions` partitions; with `monitor`, counts client commands.
+async fn flow(rate: u64, secs: u64, workers: usize, partitions: u32, monitor: bool) -> Flow {
+    let server = Server::start();
+    let producer = queue(&server, partitions, 0).await;
+    let lateness = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..workers {
+        let queue = queue(&server, partitions, 0).await;
+        let lateness = lateness.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let Ok(job) = queue.next().await else {
+                    continue;
+                };
+                let due: f64 = std::str::from_utf8(job.payload())
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0.0);
+                lateness.lock().unwrap().push(now_ms() - due);
+                let _ = job.ack().await;
+            }
+        }));
+    }
+    settle(&server, workers).await;
+    let jobs = rate * secs;
+    let monitor = monitor.then(|| server.monitor());
+    let (c0, cpu0) = server.counters();
+    let start = SystemTime::now() + Duration::from_millis(500);
+    let step = Duration::from_secs(1) / rate as u32;
+    for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
+        producer
+            .schedule_many_at(chunk.iter().map(|&i| {
+                let at = start + step * i as u32;
+                let due = at.duration_since(UNIX_EPOCH).unwrap().as_millis();
+                (at, due.to_string())
+            }))
+            .await
+            .expect("schedule");
+    }
+    let deadline = Instant::now() + Duration::from_secs(secs + 60);
+    while (lateness.lock().unwrap().len() as u64) < jobs {
+        assert!(Instant::now() < deadline, "jobs were not all delivered");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (c1, cpu1) = server.counters();
+    let round_trips = monitor.map(|m| m.stop() as f64 / jobs as f64);
+    for task in tasks {
+        task.abort();
+    }
+    let mut late = lateness.lock().unwrap().clone();
+    late.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    // Less our own INFO calls (four per `counters`: the first pair's are
+    // counted in the second).
+    let commands = c1 - c0 - 4.0;
+    Flow {
+        commands_per_job: commands / jobs as f64,
+        round_trips_per_job: round_trips,
+        p50: percentile(&late, 0.5),
+        p99: percentile(&late, 0.99),
+        max: late.last().copied().unwrap_or(f64::NAN),
+        early: late.iter().filter(|&&l| l < 0.0).count(),
+        cpu: (cpu1 - cpu0) / (secs as f64 + 0.8) * 100.0,
+    }
+}
+
+/// Idle: 100 000 jobs an hour out, `workers` waiting; commands per second
+/// per worker over `window`.
+async fn idle(workers: usize, partitions: u32, window: Duration) -> f64 {
+    let server = Server::start();
+    let producer = queue(&server, partitions, 0).await;
+    let hour = Duration::from_secs(3600);
+    for _ in 0..100 {
+        producer
+            .schedule_many((0..1000).map(|_| (hour, "later")))
+            .await
+            .unwrap();
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..workers {
+        let queue = queue(&server, partitions, 0).await;
+        tasks.push(tokio::spawn(async move {
+            let _ = queue.next().await;
+        }));
+    }
+    settle(&server, workers).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (c0, _) = server.counters();
+    tokio::time::sleep(window).await;
+    let (c1, _) = server.counters();
+    for task in tasks {
+        task.abort();
+    }
+    (c1 - c0 - 4.0) / window.as_secs_f64() / workers as f64
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    NextAck,
+    Prefetch,
+    AckAndNext,
+    Batch,
+    BatchAckMany,
+}
+
+/// This process' CPU time so far (user + system).
+fn own_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Burst: `jobs` due at once, 4 workers; claim + ack throughput (jobs/s),
+/// Redis commands per job, and CPU per job (µs) of Redis and of this
+/// process.
+async fn burst(jobs: u64, mode: Mode) -> (f64, f64, f64, f64) {
+    let server = Server::start();
+    let prefetch = match mode {
+        Mode::Prefetch | Mode::AckAndNext => 64,
+        _ => 0,
+    };
+    let producer = queue(&server, 1, 0).await;
+    for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
+        producer
+            .schedule_many(chunk.iter().map(|_| (Duration::ZERO, "x")))
+            .await
+            .unwrap();
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let mut queues = Vec::new();
+    for _ in 0..4 {
+        queues.push(queue(&server, 1, prefetch).await);
+    }
+    let (c0, cpu0) = server.counters();
+    let own0 = own_cpu();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for queue in queues {
+        let done = done.clone();
+        tasks.push(tokio::spawn(async move {
+            match mode {
+                Mode::NextAck | Mode::Prefetch => loop {
+                    let job = queue.next().await.unwrap();
+                    job.ack().await.unwrap();
+                    done.fetch_add(1, Ordering::Relaxed);
+                },
+                Mode::AckAndNext => {
+                    let mut job = queue.next().await.unwrap();
+                    loop {
+                        job = job.ack_and_next().await.unwrap();
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Mode::Batch => loop {
+                    for job in queue.next_batch(64).await.unwrap() {
+                        job.ack().await.unwrap();
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                },
+                Mode::BatchAckMany => loop {
+                    let jobs = queue.next_batch(64).await.unwrap();
+                    let n = jobs.len() as u64;
+                    assert!(queue.ack_many(jobs).await.unwrap().is_empty());
+                    done.fetch_add(n, Ordering::Relaxed);
+                },
+            }
+        }));
+    }
+    // The last job of ack_and_next is never acked (its loop waits on).
+    let target = if matches!(mode, Mode::AckAndNext) {
+        jobs - 4
+    } else {
+        jobs
+    };
+    while done.load(Ordering::Relaxed) < target {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let took = started.elapsed().as_secs_f64();
+    let own = (own_cpu() - own0).as_secs_f64();
+    if std::env::var("HERD_STATS").is_ok() {
+        for line in server.cli(&["INFO", "commandstats"]).lines() {
+            if line.starts_with("cmdstat_") {
+                eprintln!("{mode:?} {line}");
+            }
+        }
+    }
+    let (c1, cpu1) = server.counters();
+    for task in tasks {
+        task.abort();
+    }
+    let per = |x: f64| x / target as f64 * 1e6;
+    (
+        target as f64 / took,
+        (c1 - c0 - 4.0) / target as f64,
+        per(cpu1 - cpu0),
+        per(own),
+    )
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let secs = env("HERD_SECS", 5);
+    println!(
+        "herd: {} cores, load average {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if only("flow") {
+        println!("\nflow: {secs} s per cell, each worker its own Queue, next + ack");
+        println!("| jobs/s, partitions | workers | commands/job | round trips/job | lateness p50 / p99 / max (ms) | early | Redis CPU |");
+        println!("|---|---|---|---|---|---|---|");
+        let cell: Option<Vec<u64>> = std::env::var("HERD_CELL")
+            .ok()
+            .map(|c| c.split(',').map(|v| v.parse().unwrap()).collect());
+        for rate in [1000, 100] {
+            for partitions in [1, 3] {
+                for workers in [1, 4, 16] {
+                    if let Some(c) = &cell {
+                        if c[..] != [rate, u64::from(partitions), workers as u64] {
+                            continue;
+                        }
+                    }
+                    let cell = flow(rate, secs, workers, partitions, false).await;
+                    let traced = flow(rate, secs.min(3), workers, partitions, true).await;
+                    println!(
+                        "| {rate}, {partitions} | {workers} | {:.1} | {:.2} | {:.1} / {:.1} / {:.1} | {} | {:.0} % |",
+                        cell.commands_per_job,
+                        traced.round_trips_per_job.unwrap_or(f64::NAN),
+                        cell.p50,
+                        cell.p99,
+                        cell.max,
+                        cell.early,
+                        cell.cpu
+                    );
+                }
+            }
+        }
+    }
+    if only("idle") {
+        println!("\nidle: 100 000 jobs an hour out, 15 s");
+        println!("| workers | partitions | commands/s per worker |");
+        println!("|---|---|---|");
+        for (workers, partitions) in [(4, 1), (16, 1), (4, 3)] {
+            let per = idle(workers, partitions, Duration::from_secs(15)).await;
+            println!("| {workers} | {partitions} | {per:.3} |");
+        }
+    }
+    if only("burst") {
+        let jobs = env("HERD_BURST", 50_000);
+        println!("\nburst: {jobs} jobs due at once, 4 workers, one partition");
+        println!("| how | claim + ack (jobs/s) | commands/job | Redis CPU/job (µs) | worker CPU/job (µs) |");
+        println!("|---|---|---|---|---|");
+        let modes = std::env::var("HERD_MODES").unwrap_or_default();
+        for mode in [
+            Mode::NextAck,
+            Mode::Prefetch,
+            Mode::AckAndNext,
+            Mode::Batch,
+            Mode::BatchAckMany,
+        ] {
+            if !modes.is_empty() && !modes.split(',').any(|m| m == format!("{mode:?}")) {
+                continue;
+            }
+            let (rate, per_job, redis_cpu, own_cpu) = burst(jobs, mode).await;
+            let how = match mode {
+                Mode::NextAck => "next + ack",
+                Mode::Prefetch => "next + ack, prefetch(64)",
+                Mode::AckAndNext => "ack_and_next, prefetch(64)",
+                Mode::Batch => "next_batch(64) + ack",
+                Mode::BatchAckMany => "next_batch(64) + ack_many",
+            };
+            println!("| {how} | {rate:.0} | {per_job:.1} | {redis_cpu:.1} | {own_cpu:.1} |");
+        }
+    }
+}

@@ -1,0 +1,560 @@
+//! The shell commands: each reads or changes a queue through the
+//! library's public API and prints text for a person (every user-supplied
+//! string through [`safe`]) or, with `--json`, one JSON document.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{json, Value};
+use tiered_timer_redis::{find_queues, JobId, JobInfo, JobState, Listing, Page, Queue, Stats};
+
+use crate::text::{payload, safe, table};
+use crate::{failure, human, Command, Failure, ListArgs, RedisArgs, Target};
+
+/// How to print.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Output {
+    pub(crate) json: bool,
+}
+
+impl Output {
+    fn print(self, text: impl FnOnce() -> String, json: impl FnOnce() -> Value) {
+        if self.json {
+            println!("{}", json());
+        } else {
+            print!("{}", text());
+        }
+    }
+}
+
+/// Runs a command on one queue.
+pub(crate) async fn run(
+    queue: &Queue,
+    command: Command,
+    redis: &RedisArgs,
+    out: Output,
+) -> Result<(), Failure> {
+    let fail = |e| failure(&redis.url, e);
+    let name = queue.name().to_owned();
+    match command {
+        Command::Stats { watch: None, .. } => {
+            let stats = queue.stats().await.map_err(fail)?;
+            out.print(|| show_stats(&name, &stats), || stats_json(&name, &stats));
+        }
+        Command::Stats {
+            watch: Some(every), ..
+        } => return watch(queue, every, redis, out).await,
+        Command::Job { id, .. } => {
+            let id = JobId::from(id);
+            let Some(job) = queue.job(&id).await.map_err(fail)? else {
+                if out.json {
+                    println!(
+                        "{}",
+                        json!({"queue": name, "id": id.as_str(), "found": false})
+                    );
+                }
+                return Err(Failure::Runtime(format!(
+                    "{} is not in {name} (done, cancelled, purged or never scheduled)",
+                    safe(id.as_str())
+                )));
+            };
+            out.print(|| show_job(&name, &job), || job_json(&name, &job));
+        }
+        Command::Pending(args) => list(queue, Listing::Waiting, args, redis, out).await?,
+        Command::Due(args) => list(queue, Listing::Due, args, redis, out).await?,
+        Command::Leased(args) => list(queue, Listing::Leased, args, redis, out).await?,
+        Command::Dead(args) => list(queue, Listing::Dead, args, redis, out).await?,
+        Command::Requeue(target) => {
+            act_on_dead(queue, "requeue", target, redis, out).await?;
+        }
+        Command::Purge(target) => {
+            act_on_dead(queue, "purge", target, redis, out).await?;
+        }
+        Command::Cancel { id, .. } => {
+            let id = JobId::from(id);
+            let done = queue.cancel(&id).await.map_err(fail)?;
+            let text = format!(
+                "cancelled {} in {name}: it will never be delivered\n",
+                safe(id.as_str())
+            );
+            one_action(out, &name, "cancel", &id, done, text, "waiting")?;
+        }
+        Command::Promote { id, .. } => {
+            let id = JobId::from(id);
+            let done = queue.promote(&id).await.map_err(fail)?;
+            let text = format!("promoted {} in {name}: due now\n", safe(id.as_str()));
+            one_action(out, &name, "promote", &id, done, text, "waiting")?;
+        }
+        Command::Queues | Command::Serve(_) => unreachable!("not a command on one queue"),
+    }
+    Ok(())
+}
+
+/// Prints the outcome of an action on one job; not done is exit status 1.
+fn one_action(
+    out: Output,
+    queue: &str,
+    action: &str,
+    id: &JobId,
+    done: bool,
+    text: String,
+    needs: &str,
+) -> Result<(), Failure> {
+    if out.json {
+        println!(
+            "{}",
+            json!({"queue": queue, "action": action, "id": id.as_str(), "changed": done})
+        );
+    } else if done {
+        print!("{text}");
+    }
+    if done {
+        Ok(())
+    } else {
+        Err(Failure::Runtime(format!(
+            "{} is not {needs} in {queue} (nothing changed; `ttr job {queue} <id>` shows where it is)",
+            safe(id.as_str())
+        )))
+    }
+}
+
+async fn act_on_dead(
+    queue: &Queue,
+    action: &str,
+    target: Target,
+    redis: &RedisArgs,
+    out: Output,
+) -> Result<(), Failure> {
+    let fail = |e| failure(&redis.url, e);
+    let name = queue.name().to_owned();
+    let requeue = action == "requeue";
+    match target.id {
+        None => {
+            let n = if requeue {
+                queue.requeue_all().await
+            } else {
+                queue.purge_all().await
+            }
+            .map_err(fail)?;
+            out.print(
+                || {
+                    if requeue {
+                        format!("requeued {n} dead letter(s) of {name}: due now\n")
+                    } else {
+                        format!("purged {n} dead letter(s) of {name}\n")
+                    }
+                },
+                || json!({"queue": name, "action": action, "all": true, "count": n}),
+            );
+            Ok(())
+        }
+        Some(id) => {
+            let id = JobId::from(id);
+            let done = if requeue {
+                queue.requeue(&id).await
+            } else {
+                queue.purge(&id).await
+            }
+            .map_err(fail)?;
+            let text = if requeue {
+                format!(
+                    "requeued {} in {name}: due now, attempts reset\n",
+                    safe(id.as_str())
+                )
+            } else {
+                format!("purged {} from {name}\n", safe(id.as_str()))
+            };
+            one_action(out, &name, action, &id, done, text, "a dead letter")
+        }
+    }
+}
+
+async fn list(
+    queue: &Queue,
+    listing: Listing,
+    args: ListArgs,
+    redis: &RedisArgs,
+    out: Output,
+) -> Result<(), Failure> {
+    let page = queue
+        .list(listing, args.offset, args.limit as usize)
+        .await
+        .map_err(|e| failure(&redis.url, e))?;
+    let name = queue.name().to_owned();
+    out.print(
+        || show_page(&name, listing, &page, redis.partitions > 1),
+        || page_json(&name, listing, &page),
+    );
+    Ok(())
+}
+
+async fn watch(
+    queue: &Queue,
+    every: Duration,
+    redis: &RedisArgs,
+    out: Output,
+) -> Result<(), Failure> {
+    let name = queue.name().to_owned();
+    let clear = !out.json && std::io::stdout().is_terminal();
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        ticks.tick().await;
+        let stats = queue.stats().await.map_err(|e| failure(&redis.url, e))?;
+        let mut stdout = std::io::stdout().lock();
+        let printed = if out.json {
+            writeln!(stdout, "{}", stats_json(&name, &stats))
+        } else {
+            let head = if clear { "\x1b[H\x1b[2J" } else { "" };
+            writeln!(
+                stdout,
+                "{head}{}(every {}; Ctrl-C stops)",
+                show_stats(&name, &stats),
+                human::duration(every)
+            )
+        };
+        if printed.and_then(|()| stdout.flush()).is_err() {
+            return Ok(()); // the reader went away (a closed pipe)
+        }
+    }
+}
+
+/// `ttr queues`: every queue found, with its counts.
+pub(crate) async fn queues(redis: &RedisArgs, out: Output) -> Result<(), Failure> {
+    let found = find_queues(&redis.url, redis.cluster, redis.timeout)
+        .await
+        .map_err(|e| failure(&redis.url, e))?;
+    let mut rows = vec![vec![
+        "queue".to_owned(),
+        "partitions".to_owned(),
+        "pending".to_owned(),
+        "due now".to_owned(),
+        "most overdue".to_owned(),
+        "leased".to_owned(),
+        "expired".to_owned(),
+        "dead".to_owned(),
+    ]];
+    let mut docs = Vec::new();
+    for info in &found {
+        let queue = crate::connect_with(redis, &info.name, info.partitions).await?;
+        let stats = queue.stats().await.map_err(|e| failure(&redis.url, e))?;
+        rows.push(vec![
+            safe(&info.name),
+            info.partitions.to_string(),
+            stats.pending.to_string(),
+            stats.due_now.to_string(),
+            overdue(&stats),
+            stats.leased.to_string(),
+            stats.expired_leases.to_string(),
+            stats.dead.to_string(),
+        ]);
+        let mut doc = stats_json(&info.name, &stats);
+        doc["registered"] = json!(info.registered);
+        docs.push(doc);
+    }
+    out.print(
+        || {
+            if found.is_empty() {
+                "no queues found on this Redis\n".to_owned()
+            } else {
+                table(&rows, &[false, true, true, true, true, true, true, true])
+            }
+        },
+        || json!({ "queues": docs }),
+    );
+    Ok(())
+}
+
+fn overdue(stats: &Stats) -> String {
+    if stats.due_now > 0 {
+        human::duration(stats.overdue)
+    } else {
+        "-".to_owned()
+    }
+}
+
+/// A time for JSON: RFC 3339 UTC to the millisecond.
+fn time_json(time: Option<SystemTime>) -> Value {
+    match time {
+        Some(t) => json!(humantime::format_rfc3339_millis(t).to_string()),
+        None => Value::Null,
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub(crate) fn stats_json(name: &str, stats: &Stats) -> Value {
+    let one = |s: &Stats| {
+        json!({
+            "partition": s.partition,
+            "redis_time": time_json(Some(s.redis_time)),
+            "pending": s.pending,
+            "due_now": s.due_now,
+            "earliest_due": time_json(s.earliest_due),
+            "overdue_ms": ms(s.overdue),
+            "leased": s.leased,
+            "expired_leases": s.expired_leases,
+            "earliest_lease_expiry": time_json(s.earliest_lease_expiry),
+            "dead": s.dead,
+            "latest_death": time_json(s.latest_death),
+        })
+    };
+    let mut doc = one(stats);
+    doc["queue"] = json!(name);
+    doc["partitions"] = json!(stats.partitions.iter().map(one).collect::<Vec<_>>());
+    doc
+}
+
+fn job_json(name: &str, job: &JobInfo) -> Value {
+    let text = std::str::from_utf8(&job.payload).ok();
+    json!({
+        "queue": name,
+        "id": job.id.as_str(),
+        "found": true,
+        "partition": job.partition,
+        "state": job.state.as_str(),
+        "redis_time": time_json(Some(job.redis_time)),
+        "due": time_json(job.due),
+        "lease_expiry": time_json(job.lease_expiry),
+        "died_at": time_json(job.died_at),
+        "attempts": job.attempts,
+        "last_error": job.last_error,
+        "payload_len": job.payload.len(),
+        "payload_text": text,
+        "payload_hex": if text.is_none() { Some(hex(&job.payload)) } else { None },
+    })
+}
+
+fn page_json(name: &str, listing: Listing, page: &Page) -> Value {
+    let jobs: Vec<Value> = page
+        .jobs
+        .iter()
+        .map(|j| {
+            let text = std::str::from_utf8(&j.payload_preview).ok();
+            json!({
+                "id": j.id.as_str(),
+                "partition": j.partition,
+                "state": j.state.as_str(),
+                "at": time_json(Some(j.at)),
+                "attempts": j.attempts,
+                "payload_len": j.payload_len,
+                "payload_preview_text": text,
+                "payload_preview_hex": if text.is_none() { Some(hex(&j.payload_preview)) } else { None },
+                "last_error": j.last_error,
+            })
+        })
+        .collect();
+    json!({
+        "queue": name,
+        "listing": listing.as_str(),
+        "redis_time": time_json(Some(page.redis_time)),
+        "total": page.total,
+        "offset": page.offset,
+        "jobs": jobs,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How long from `from` to `to`, as "in 3m" or "3m ago".
+pub(crate) fn relative(to: SystemTime, from: SystemTime) -> String {
+    match to.duration_since(from) {
+        Ok(ahead) => format!("in {}", human::duration(ahead)),
+        Err(behind) => format!("{} ago", human::duration(behind.duration())),
+    }
+}
+
+pub(crate) fn show_stats(name: &str, stats: &Stats) -> String {
+    let n = stats.partitions.len();
+    let now = stats.redis_time;
+    let mut out = format!(
+        "queue {name} ({n} partition{}), Redis time {}\n\n",
+        if n == 1 { "" } else { "s" },
+        human::utc(now)
+    );
+    let pending_note = if stats.due_now > 0 {
+        format!(
+            "{} due now, the oldest {} overdue",
+            stats.due_now,
+            human::duration(stats.overdue)
+        )
+    } else if let Some(due) = stats.earliest_due {
+        format!("none due yet; next due {}", relative(due, now))
+    } else {
+        "none".to_owned()
+    };
+    let leased_note = match stats.earliest_lease_expiry {
+        Some(expiry) if stats.expired_leases > 0 => format!(
+            "{} expired lease(s), the oldest {}, not reclaimed yet (worker gone?)",
+            stats.expired_leases,
+            relative(expiry, now)
+        ),
+        Some(expiry) => format!("next lease runs out {}", relative(expiry, now)),
+        None => String::new(),
+    };
+    let dead_note = match stats.latest_death {
+        Some(death) => format!(
+            "latest died {}; see `ttr dead {name}`",
+            relative(death, now)
+        ),
+        None => String::new(),
+    };
+    let width = [stats.pending, stats.leased, stats.dead]
+        .iter()
+        .map(|v| v.to_string().len())
+        .max()
+        .unwrap_or(1);
+    for (label, value, note) in [
+        ("pending", stats.pending, pending_note),
+        ("leased", stats.leased, leased_note),
+        ("dead", stats.dead, dead_note),
+    ] {
+        let line = format!("{label:<8} {value:>width$}   {note}");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    if n > 1 {
+        out.push('\n');
+        let mut rows = vec![vec![
+            "partition".to_owned(),
+            "pending".to_owned(),
+            "due now".to_owned(),
+            "most overdue".to_owned(),
+            "leased".to_owned(),
+            "expired".to_owned(),
+            "dead".to_owned(),
+        ]];
+        for p in &stats.partitions {
+            rows.push(vec![
+                format!("{name}#{}", p.partition.unwrap_or(0)),
+                p.pending.to_string(),
+                p.due_now.to_string(),
+                overdue(p),
+                p.leased.to_string(),
+                p.expired_leases.to_string(),
+                p.dead.to_string(),
+            ]);
+        }
+        out.push_str(&table(&rows, &[false, true, true, true, true, true, true]));
+    }
+    if stats.pending + stats.leased + stats.dead == 0 && n == 1 {
+        out.push_str(
+            "\n(empty. If the queue's workers use --partitions N, pass the same N here; \
+             `ttr queues` lists the queues found.)\n",
+        );
+    }
+    out
+}
+
+fn show_job(name: &str, job: &JobInfo) -> String {
+    let now = job.redis_time;
+    let at = |t: SystemTime| format!("{} ({})", human::utc(t), relative(t, now));
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let state = match job.state {
+        JobState::Waiting if job.due.is_some_and(|due| due <= now) => "waiting, due now".to_owned(),
+        JobState::Leased if job.lease_expiry.is_some_and(|e| e <= now) => {
+            "leased, lease expired (not reclaimed yet)".to_owned()
+        }
+        state => state.to_string(),
+    };
+    rows.push(vec!["state".into(), state]);
+    if let Some(due) = job.due {
+        rows.push(vec!["due".into(), at(due)]);
+    }
+    if let Some(expiry) = job.lease_expiry {
+        rows.push(vec!["lease until".into(), at(expiry)]);
+    }
+    if let Some(died) = job.died_at {
+        rows.push(vec!["died".into(), at(died)]);
+    }
+    rows.push(vec!["attempts".into(), job.attempts.to_string()]);
+    rows.push(vec![
+        "last error".into(),
+        job.last_error.as_deref().map_or("-".to_owned(), safe),
+    ]);
+    rows.push(vec![
+        "payload".into(),
+        format!(
+            "{}: {}",
+            human::bytes(job.payload.len() as u64),
+            payload(&job.payload, job.payload.len() as u64, 2000)
+        ),
+    ]);
+    format!(
+        "job {} in {name} (partition {})\n\n{}",
+        safe(job.id.as_str()),
+        job.partition,
+        table(&rows, &[false, false])
+    )
+}
+
+fn show_page(name: &str, listing: Listing, page: &Page, partitioned: bool) -> String {
+    let what = match listing {
+        Listing::Waiting => "waiting job(s)",
+        Listing::Due => "due job(s)",
+        Listing::Leased => "leased job(s)",
+        Listing::Dead => "dead letter(s)",
+    };
+    if page.jobs.is_empty() {
+        return if page.offset > 0 {
+            format!(
+                "no {what} past {} in {name} ({} in all)\n",
+                page.offset, page.total
+            )
+        } else {
+            format!("no {what} in {name}\n")
+        };
+    }
+    let when = match listing {
+        Listing::Waiting | Listing::Due => "due",
+        Listing::Leased => "lease until",
+        Listing::Dead => "died",
+    };
+    let mut rows = vec![vec![
+        "id".to_owned(),
+        "partition".to_owned(),
+        "attempts".to_owned(),
+        when.to_owned(),
+        "payload".to_owned(),
+        "last error".to_owned(),
+    ]];
+    for job in &page.jobs {
+        rows.push(vec![
+            safe(job.id.as_str()),
+            job.partition.to_string(),
+            job.attempts.to_string(),
+            relative(job.at, page.redis_time),
+            payload(&job.payload_preview, job.payload_len, 24),
+            job.last_error.as_deref().map_or("-".to_owned(), safe),
+        ]);
+    }
+    let mut right = vec![false, true, true, true, false, false];
+    if !partitioned {
+        for row in &mut rows {
+            row.remove(1);
+        }
+        right.remove(1);
+    }
+    let mut out = table(&rows, &right);
+    let hint = match listing {
+        Listing::Dead => format!(
+            " `ttr requeue {name} <id>|--all` retries, `ttr purge {name} <id>|--all` deletes."
+        ),
+        Listing::Waiting | Listing::Due => {
+            format!(
+                " `ttr promote {name} <id>` makes one due now, `ttr cancel {name} <id>` drops it."
+            )
+        }
+        Listing::Leased => String::new(),
+    };
+    out.push_str(&format!(
+        "\n{}-{} of {} {what} in {name}.{hint}\n",
+        page.offset + 1,
+        page.offset + page.jobs.len(),
+        page.total,
+    ));
+    out
+}

@@ -1,0 +1,338 @@
+//! `ttr`: look after `tiered-timer-redis` queues from a shell, or from a
+//! web dashboard (`ttr serve`) with Prometheus metrics.
+//!
+//! ```text
+//! ttr --url redis://127.0.0.1:6379/ stats orders
+//! ttr dead orders --limit 50
+//! ttr job orders order-17
+//! ttr requeue orders order-17        # or --all
+//! ttr serve --listen 127.0.0.1:7878 --token "$TTR_TOKEN"
+//! ```
+//!
+//! Built only on the library's public API ([`Queue::stats`],
+//! [`Queue::list`], [`Queue::job`], ...). Exit status: 0 done, 1 Redis
+//! could not be reached or the job was not in the state the command needs,
+//! 2 bad usage.
+
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+mod commands;
+mod human;
+mod serve;
+mod text;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use tiered_timer_redis::{Error, Queue};
+
+/// Look after tiered-timer-redis queues: counts, jobs, dead letters, a web
+/// dashboard and Prometheus metrics.
+#[derive(Debug, Parser)]
+#[command(name = "ttr", version, propagate_version = true)]
+#[command(
+    after_help = "Exit status: 0 done; 1 Redis unreachable, or the job is not in the \
+                        state the command needs; 2 bad usage."
+)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) redis: RedisArgs,
+    /// Print JSON instead of text (one document; one line per update
+    /// with `stats --watch`).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Where the queues are.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct RedisArgs {
+    /// The Redis.
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379/"
+    )]
+    pub(crate) url: String,
+    /// The queue's partitions, as its workers set them.
+    #[arg(long, global = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) partitions: u32,
+    /// The URL is a node of a Redis Cluster.
+    #[arg(long, global = true)]
+    pub(crate) cluster: bool,
+    /// How long to wait for Redis, e.g. `500ms`, `5s`.
+    #[arg(long, global = true, default_value = "5s", value_parser = positive_duration)]
+    pub(crate) timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Every queue on this Redis, with its counts.
+    Queues,
+    /// Jobs waiting, due, leased and dead; how late the oldest is.
+    Stats {
+        /// The queue's name.
+        queue: String,
+        /// Print again every INTERVAL (default 2s) until interrupted.
+        #[arg(long, value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "2s", value_parser = positive_duration)]
+        watch: Option<Duration>,
+    },
+    /// One job: state, due time or lease expiry, attempts, last error,
+    /// payload.
+    Job {
+        /// The queue's name.
+        queue: String,
+        /// The job's id.
+        id: String,
+    },
+    /// Waiting jobs, earliest due first.
+    Pending(ListArgs),
+    /// Waiting jobs that are due now, most overdue first.
+    Due(ListArgs),
+    /// Leased jobs, earliest lease expiry first.
+    Leased(ListArgs),
+    /// Dead letters, newest first, with their last error.
+    Dead(ListArgs),
+    /// Move a dead letter back to the waiting jobs, due now.
+    Requeue(Target),
+    /// Delete a dead letter for good.
+    Purge(Target),
+    /// Cancel a waiting job: it will never be delivered.
+    Cancel {
+        /// The queue's name.
+        queue: String,
+        /// The job's id.
+        id: String,
+    },
+    /// Make a waiting job due now.
+    Promote {
+        /// The queue's name.
+        queue: String,
+        /// The job's id.
+        id: String,
+    },
+    /// Serve the web dashboard and Prometheus /metrics.
+    Serve(serve::ServeArgs),
+}
+
+/// A listing's queue and page.
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// The queue's name.
+    pub(crate) queue: String,
+    /// How many jobs (at most 1000).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) limit: u32,
+    /// Skip this many first.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) offset: usize,
+}
+
+/// One dead letter by id, or all of them.
+#[derive(Debug, Args)]
+pub(crate) struct Target {
+    /// The queue's name.
+    pub(crate) queue: String,
+    /// The job's id.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub(crate) id: Option<String>,
+    /// Every dead letter.
+    #[arg(long)]
+    pub(crate) all: bool,
+}
+
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (try 500ms, 5s, 1m)"))?;
+    if d.is_zero() {
+        return Err("must be above zero".to_owned());
+    }
+    Ok(d)
+}
+
+/// What went wrong, and the exit status that says so.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Bad arguments: status 2.
+    Usage(String),
+    /// Something in the world: status 1.
+    Runtime(String),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse(); // exits 2 on bad usage, 0 for --help and --version
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("ttr: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(message)) => {
+            eprintln!("ttr: {message}\nRun `ttr --help` for usage.");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(message)) => {
+            eprintln!("ttr: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let out = commands::Output { json: cli.json };
+    match cli.command {
+        Command::Serve(args) => serve::run(cli.redis, args).await,
+        Command::Queues => commands::queues(&cli.redis, out).await,
+        command => {
+            let name = match &command {
+                Command::Stats { queue, .. }
+                | Command::Job { queue, .. }
+                | Command::Cancel { queue, .. }
+                | Command::Promote { queue, .. } => queue,
+                Command::Pending(l) | Command::Due(l) | Command::Leased(l) | Command::Dead(l) => {
+                    &l.queue
+                }
+                Command::Requeue(t) | Command::Purge(t) => &t.queue,
+                Command::Serve(_) | Command::Queues => unreachable!("handled above"),
+            };
+            let queue = connect(&cli.redis, name).await?;
+            commands::run(&queue, command, &cli.redis, out).await
+        }
+    }
+}
+
+/// Connects to one queue. The library reports a refused connection at
+/// once and a silent one after the timeout, connecting included.
+pub(crate) async fn connect(redis: &RedisArgs, name: &str) -> Result<Queue, Failure> {
+    connect_with(redis, name, redis.partitions).await
+}
+
+/// [`connect`] with a partition count of its own.
+pub(crate) async fn connect_with(
+    redis: &RedisArgs,
+    name: &str,
+    partitions: u32,
+) -> Result<Queue, Failure> {
+    // Looking at a queue does not register it (`register(false)`); its
+    // partition count is still checked against the recorded one.
+    let mut builder = Queue::builder(&redis.url, name)
+        .partitions(partitions)
+        .command_timeout(redis.timeout)
+        .register(false);
+    if redis.cluster {
+        builder = builder.cluster();
+    }
+    builder.connect().await.map_err(|e| failure(&redis.url, e))
+}
+
+/// One PING on a plain connection (for `ttr serve`, which connects to no
+/// queue at start), so that a Redis that is not there is reported at
+/// once, with the operating system's reason, and a silent one after the
+/// timeout (connecting included: redis-rs' own default is 1 s).
+pub(crate) async fn probe(url: &str, timeout: Duration) -> Result<(), Failure> {
+    let client = redis::Client::open(url)
+        .map_err(|e| Failure::Usage(format!("invalid Redis URL {url:?}: {e}")))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(None);
+    let ping = async {
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        redis::cmd("PING").query_async::<()>(&mut conn).await
+    };
+    match tokio::time::timeout(timeout, ping).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Failure::Runtime(format!(
+            "cannot reach Redis at {url}: {e}"
+        ))),
+        Err(_) => Err(Failure::Runtime(format!(
+            "cannot reach Redis at {url}: no answer within {}",
+            human::duration(timeout)
+        ))),
+    }
+}
+
+/// Bad input is a usage error; anything else means Redis.
+pub(crate) fn failure(url: &str, error: Error) -> Failure {
+    match error {
+        Error::InvalidUrl { .. }
+        | Error::InvalidQueueName { .. }
+        | Error::InvalidJobId { .. }
+        | Error::InvalidConfig { .. } => Failure::Usage(error.to_string()),
+        error => Failure::Runtime(format!("cannot reach Redis at {url}: {error}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    fn parse(line: &str) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("ttr").chain(line.split_whitespace()))
+    }
+
+    #[test]
+    fn options_go_anywhere_and_durations_are_human() {
+        let cli = parse("stats orders --url redis://h:1/ --partitions=3 --cluster --timeout 500ms")
+            .unwrap();
+        assert_eq!(cli.redis.url, "redis://h:1/");
+        assert_eq!(cli.redis.partitions, 3);
+        assert!(cli.redis.cluster);
+        assert_eq!(cli.redis.timeout, Duration::from_millis(500));
+        let cli = parse("--json stats orders --watch").unwrap();
+        assert!(cli.json);
+        assert!(
+            matches!(cli.command, Command::Stats { watch: Some(d), .. } if d == Duration::from_secs(2))
+        );
+        let cli = parse("dead orders --limit 5").unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Dead(ListArgs { limit: 5, .. })
+        ));
+        assert!(matches!(
+            parse("purge orders --all").unwrap().command,
+            Command::Purge(Target {
+                all: true,
+                id: None,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn bad_usage_is_refused() {
+        for line in [
+            "",
+            "stats",
+            "frobnicate orders",
+            "stats orders --frob",
+            "stats orders --partitions 0",
+            "stats orders --timeout 0s",
+            "stats orders --timeout soon",
+            "requeue orders",
+            "requeue orders a --all",
+            "dead orders --limit 0",
+            "job orders",
+        ] {
+            assert!(parse(line).is_err(), "{line:?} was accepted");
+        }
+    }
+}

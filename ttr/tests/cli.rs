@@ -1,0 +1,664 @@
+//! The `ttr` binary, built by cargo and run as an operator would, against
+//! a real redis-server (see the Redis crate's `tests/support`): its output
+//! (text and `--json`) and exit status.
+
+#[path = "../../tiered-timer-redis/tests/support/mod.rs"]
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use support::{RedisCluster, RedisServer};
+use tiered_timer_redis::{JobId, Queue};
+
+fn ttr(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ttr"))
+        .args(args)
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("run ttr")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The number after `label` at the start of a line of `ttr stats`.
+fn count(text: &str, label: &str) -> u64 {
+    text.lines()
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some(label)).then(|| words.next().unwrap().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no {label:?} line in:\n{text}"))
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(output)))
+}
+
+#[test]
+fn help_version_and_bad_usage() {
+    for args in [&["--help"][..], &["help"][..]] {
+        let help = ttr(args);
+        assert_eq!(help.status.code(), Some(0), "{args:?}");
+        let text = stdout(&help);
+        assert!(text.contains("Usage: ttr [OPTIONS] <COMMAND>"), "{text}");
+        for command in [
+            "stats", "job", "pending", "due", "leased", "dead", "cancel", "promote", "serve",
+        ] {
+            assert!(text.contains(&format!("  {command} ")), "{command}: {text}");
+        }
+    }
+    let help = ttr(&["help", "stats"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(stdout(&help).contains("--watch"), "{}", stdout(&help));
+    let version = ttr(&["--version"]);
+    assert_eq!(version.status.code(), Some(0));
+    assert_eq!(
+        stdout(&version),
+        format!("ttr {}\n", env!("CARGO_PKG_VERSION"))
+    );
+
+    for (args, says) in [
+        (&[][..], "Usage"),
+        (&["stats"][..], "<QUEUE>"),
+        (&["frobnicate", "orders"][..], "unrecognized subcommand"),
+        (&["stats", "orders", "--frob"][..], "--frob"),
+        (
+            &["stats", "orders", "--partitions", "zero"][..],
+            "--partitions",
+        ),
+        (&["stats", "orders", "--timeout", "soon"][..], "--timeout"),
+        (&["stats", "orders", "--timeout", "0s"][..], "above zero"),
+        (&["requeue", "orders"][..], "required"),
+        (
+            &["purge", "orders", "a", "--all"][..],
+            "cannot be used with",
+        ),
+        (&["dead", "orders", "--limit", "0"][..], "--limit"),
+        (
+            &["stats", "a{b", "--url", "redis://127.0.0.1:1/"][..],
+            "invalid queue name",
+        ),
+        (
+            &["stats", "orders", "--url", "nonsense://x"][..],
+            "invalid Redis URL",
+        ),
+    ] {
+        let output = ttr(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(says),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("--help"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(stdout(&output).is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn a_redis_that_is_not_there_is_a_clear_error() {
+    // A port nobody listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{port}/");
+    let started = std::time::Instant::now();
+    let output = ttr(&["--url", &url, "stats", "orders"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains(&format!("cannot reach Redis at {url}")),
+        "{message}"
+    );
+    assert!(message.to_lowercase().contains("refused"), "{message}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "no waiting on a refusal"
+    );
+}
+
+#[test]
+fn a_redis_that_does_not_answer_is_a_clear_error_after_the_timeout() {
+    let server = RedisServer::start();
+    server.freeze(); // SIGSTOP: connections are accepted, nothing answered
+    let started = std::time::Instant::now();
+    let output = ttr(&[
+        "--url",
+        &server.url(),
+        "--timeout",
+        "500ms",
+        "stats",
+        "orders",
+    ]);
+    let took = started.elapsed();
+    server.thaw();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("cannot reach Redis at"), "{message}");
+    // The probe or the connection, whichever notices first, names the
+    // timeout.
+    assert!(
+        message.contains("within") && message.contains("500ms"),
+        "{message}"
+    );
+    assert!(took < Duration::from_secs(5), "gave up after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_dead_requeue_and_purge_on_a_real_queue() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::builder(&url, "orders")
+        .max_attempts(3)
+        .connect()
+        .await
+        .unwrap();
+    let t0 = server.now_ms().await;
+    let at = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+    // Two jobs 200 s and 10 s overdue, one an hour out, and one buried
+    // (the most overdue, so the first claimed).
+    queue.schedule_at(at(t0 - 200_000), "late").await.unwrap();
+    queue.schedule_at(at(t0 - 10_000), "late").await.unwrap();
+    queue
+        .schedule_at(at(t0 + 3_600_000), "later")
+        .await
+        .unwrap();
+    queue
+        .schedule_at(at(t0 - 500_000), "charge 17")
+        .await
+        .unwrap();
+    let job = queue.next().await.unwrap();
+    assert_eq!(job.payload(), b"charge 17");
+    let dead_id = job.id().clone();
+    job.bury("card declined\nby the bank").await.unwrap();
+
+    let output = ttr(&["--url", &url, "stats", "orders"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(count(&text, "pending"), 3, "{text}");
+    assert_eq!(count(&text, "leased"), 0, "{text}");
+    assert_eq!(count(&text, "dead"), 1, "{text}");
+    assert!(
+        text.starts_with("queue orders (1 partition), Redis time 20"),
+        "{text}"
+    );
+    // 200 s is 3m 20s; the run takes well under 40 s more.
+    assert!(text.contains("2 due now, the oldest 3m "), "{text}");
+    assert!(text.contains("latest died "), "{text}");
+
+    let output = ttr(&["--url", &url, "dead", "orders"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    assert!(header.starts_with("id "), "{text}");
+    let columns: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(
+        columns,
+        ["id", "attempts", "died", "payload", "last", "error"]
+    );
+    let row = lines.next().unwrap();
+    assert!(row.starts_with(dead_id.as_str()), "{text}");
+    // The newline in the reason is shown escaped, on the row's one line.
+    assert!(
+        row.ends_with("ago  charge 17  card declined\\nby the bank"),
+        "{text}"
+    );
+    // Columns line up: the error starts where its header does.
+    assert_eq!(
+        header.find("last error"),
+        row.find("card declined"),
+        "{text}"
+    );
+    assert!(text.contains("1-1 of 1 dead letter(s) in orders"), "{text}");
+
+    let output = ttr(&["--url", &url, "requeue", "orders", "no-such-job"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("no-such-job is not a dead letter in orders"));
+
+    let output = ttr(&["--url", &url, "requeue", "orders", dead_id.as_str()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).contains("requeued"));
+    let stats = queue.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.dead), (4, 0));
+
+    let output = ttr(&["--url", &url, "dead", "orders"]);
+    assert_eq!(stdout(&output), "no dead letter(s) in orders\n");
+
+    // Two more dead letters, then purge one and all.
+    for reason in ["first", "second"] {
+        let job = queue.next().await.unwrap();
+        job.bury(reason).await.unwrap();
+    }
+    let dead = queue.dead_letters(10).await.unwrap();
+    let output = ttr(&["--url", &url, "purge", "orders", dead[0].id.as_str()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = ttr(&["--url", &url, "purge", "orders", "--all"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "purged 1 dead letter(s) of orders\n");
+    assert_eq!(queue.stats().await.unwrap().dead, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_per_partition_and_requeue_all() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::builder(&url, "mail")
+        .partitions(3)
+        .connect()
+        .await
+        .unwrap();
+    queue
+        .schedule_many((0..30).map(|i| (Duration::ZERO, format!("mail {i}"))))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        queue.next().await.unwrap().bury("bounced").await.unwrap();
+    }
+    let output = ttr(&["--url", &url, "--partitions", "3", "stats", "mail"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(count(&text, "pending"), 25, "{text}");
+    assert_eq!(count(&text, "dead"), 5, "{text}");
+    let stats = queue.stats().await.unwrap();
+    for p in &stats.partitions {
+        let name = format!("mail#{}", p.partition.unwrap());
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&name))
+            .unwrap_or_else(|| panic!("no row {name}:\n{text}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1], p.pending.to_string(), "{row}");
+        assert_eq!(cells.last().unwrap(), &p.dead.to_string(), "{row}");
+    }
+
+    // Without --partitions: the queue's recorded count is not 1, and the
+    // error says both numbers.
+    let output = ttr(&["--url", &url, "stats", "mail"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("has 3 partition(s)")
+            && stderr(&output).contains("built with 1")
+            && stderr(&output).contains("--partitions 3"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = ttr(&["--url", &url, "--partitions=3", "requeue", "mail", "--all"]);
+    assert_eq!(
+        stdout(&output),
+        "requeued 5 dead letter(s) of mail: due now\n"
+    );
+    let stats = queue.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.dead), (30, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_with_partitions_over_its_nodes() {
+    let cluster = RedisCluster::start(3);
+    let url = cluster.url();
+    let queue = Queue::builder(&url, "orders")
+        .cluster()
+        .partitions(6)
+        .connect()
+        .await
+        .unwrap();
+    queue
+        .schedule_many((0..60).map(|i| (Duration::from_secs(3600 + i), "later")))
+        .await
+        .unwrap();
+    queue
+        .schedule_many((0..6).map(|_| (Duration::ZERO, "now")))
+        .await
+        .unwrap();
+    for reason in ["one", "two", "three"] {
+        let job = tokio::time::timeout(Duration::from_secs(20), queue.next())
+            .await
+            .unwrap()
+            .unwrap();
+        job.bury(reason).await.unwrap();
+    }
+    let stats = queue.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.dead), (63, 3));
+
+    let output = ttr(&[
+        "--url",
+        &url,
+        "--cluster",
+        "--partitions",
+        "6",
+        "stats",
+        "orders",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(count(&text, "pending"), 63, "{text}");
+    assert_eq!(count(&text, "dead"), 3, "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("orders#")).count(),
+        6,
+        "{text}"
+    );
+
+    let output = ttr(&[
+        "--url",
+        &url,
+        "--cluster",
+        "--partitions",
+        "6",
+        "dead",
+        "orders",
+    ]);
+    let text = stdout(&output);
+    assert!(text.contains("1-3 of 3 dead letter(s) in orders"), "{text}");
+    for reason in ["one", "two", "three"] {
+        assert!(
+            text.lines().any(|l| l.ends_with(&format!("  {reason}"))),
+            "{text}"
+        );
+    }
+
+    let output = ttr(&[
+        "--url",
+        &url,
+        "--cluster",
+        "--partitions",
+        "6",
+        "requeue",
+        "orders",
+        "--all",
+    ]);
+    assert_eq!(
+        stdout(&output),
+        "requeued 3 dead letter(s) of orders: due now\n"
+    );
+    let stats = queue.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.dead), (66, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_on_every_command_parses() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::builder(&url, "orders")
+        .max_attempts(3)
+        .connect()
+        .await
+        .unwrap();
+    let t0 = server.now_ms().await;
+    let at = |ms: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+    queue.schedule_at(at(t0 - 90_000), "late").await.unwrap();
+    queue
+        .schedule_with_id("later", Duration::from_secs(3600), vec![0xff, 0x00])
+        .await
+        .unwrap();
+    let dead = queue.schedule_at(at(t0 - 100_000), "doomed").await.unwrap();
+    let job = queue.next().await.unwrap();
+    assert_eq!(job.id(), &dead);
+    job.bury("card declined").await.unwrap();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--url", url.as_str(), "--json"];
+        all.extend_from_slice(args);
+        let output = ttr(&all);
+        (output.status.code(), json(&output))
+    };
+
+    let (code, stats) = run(&["stats", "orders"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(stats["queue"], "orders");
+    assert_eq!(
+        (
+            stats["pending"].as_u64(),
+            stats["due_now"].as_u64(),
+            stats["dead"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1))
+    );
+    assert!(stats["overdue_ms"].as_u64().unwrap() >= 90_000, "{stats}");
+    assert_eq!(stats["partitions"].as_array().unwrap().len(), 1);
+
+    let (code, job) = run(&["job", "orders", "later"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(job["state"], "waiting");
+    assert_eq!(job["payload_hex"], "ff00");
+    assert_eq!(job["payload_text"], Value::Null);
+    assert!(job["due"].as_str().unwrap().ends_with('Z'), "{job}");
+
+    let (code, missing) = run(&["job", "orders", "nope"]);
+    assert_eq!((code, &missing["found"]), (Some(1), &Value::Bool(false)));
+
+    let (_, pending) = run(&["pending", "orders"]);
+    assert_eq!(pending["total"], 2);
+    let ids: Vec<&str> = pending["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.last(), Some(&"later"));
+    let (_, due) = run(&["due", "orders"]);
+    assert_eq!(due["total"], 1);
+    assert_eq!(due["jobs"][0]["payload_preview_text"], "late");
+    let (_, dead_list) = run(&["dead", "orders"]);
+    assert_eq!(dead_list["jobs"][0]["last_error"], "card declined");
+    let (_, leased) = run(&["leased", "orders"]);
+    assert_eq!(leased["total"], 0);
+
+    let (code, promoted) = run(&["promote", "orders", "later"]);
+    assert_eq!((code, &promoted["changed"]), (Some(0), &Value::Bool(true)));
+    let (code, requeued) = run(&["requeue", "orders", dead.as_str()]);
+    assert_eq!((code, &requeued["changed"]), (Some(0), &Value::Bool(true)));
+    let (code, purged) = run(&["purge", "orders", "--all"]);
+    assert_eq!((code, purged["count"].as_u64()), (Some(0), Some(0)));
+    let (code, cancelled) = run(&["cancel", "orders", "nope"]);
+    assert_eq!(
+        (code, &cancelled["changed"]),
+        (Some(1), &Value::Bool(false))
+    );
+
+    let (code, queues) = run(&["queues"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(queues["queues"][0]["queue"], "orders");
+    assert_eq!(queues["queues"][0]["pending"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_and_errors_cannot_drive_the_terminal() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::connect(&url, "orders").await.unwrap();
+    let evil = "evil\x1b[2J\x1b]0;pwned\x07";
+    queue
+        .schedule_with_id(evil, Duration::ZERO, "x\x1b[31m")
+        .await
+        .unwrap();
+    queue
+        .schedule_with_id("日本語", Duration::ZERO, "wide")
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let job = queue.next().await.unwrap();
+        let reason = format!("boom\x1b[1A\r{}", job.id());
+        job.bury(reason).await.unwrap();
+    }
+    for args in [
+        vec!["dead", "orders"],
+        vec!["job", "orders", evil],
+        vec!["stats", "orders"],
+    ] {
+        let mut all = vec!["--url", url.as_str()];
+        all.extend(args.iter().copied());
+        let output = ttr(&all);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let text = stdout(&output);
+        assert!(
+            !text.bytes().any(|b| b < 0x20 && b != b'\n') && !text.contains('\u{7f}'),
+            "{args:?} printed a control character: {text:?}"
+        );
+        if args[0] != "stats" {
+            assert!(
+                text.contains(r"evil\e[2J\e]0;pwned\u{7}"),
+                "{args:?}: {text}"
+            );
+        }
+    }
+    // Wide characters are aligned by display width: each row's payload
+    // column starts at the same display column as the header's.
+    let text = stdout(&ttr(&["--url", &url, "dead", "orders"]));
+    let column = |line: &str, what: &str| {
+        use unicode_width::UnicodeWidthStr;
+        line.find(what).map(|at| line[..at].width())
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let header = column(lines[0], "payload").unwrap();
+    let wide = lines.iter().find(|l| l.starts_with("日本語")).unwrap();
+    assert_eq!(column(wide, "wide"), Some(header), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_inspected_listed_cancelled_and_promoted() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::connect(&url, "orders").await.unwrap();
+    queue
+        .schedule_with_id("a", Duration::from_secs(3600), "first")
+        .await
+        .unwrap();
+    queue
+        .schedule_with_id("b", Duration::from_secs(7200), "second")
+        .await
+        .unwrap();
+    let cli = |args: &[&str]| {
+        let mut all = vec!["--url", url.as_str()];
+        all.extend_from_slice(args);
+        ttr(&all)
+    };
+    let output = cli(&["job", "orders", "a"]);
+    let text = stdout(&output);
+    assert!(text.starts_with("job a in orders (partition 0)"), "{text}");
+    assert!(text.contains("state       waiting\n"), "{text}");
+    assert!(text.contains("(in 59m"), "{text}");
+    assert!(text.contains("payload     5 B: first"), "{text}");
+
+    let text = stdout(&cli(&["pending", "orders", "--limit", "1"]));
+    assert!(text.lines().nth(1).unwrap().starts_with("a "), "{text}");
+    assert!(text.contains("1-1 of 2 waiting job(s) in orders"), "{text}");
+    let text = stdout(&cli(&[
+        "pending", "orders", "--limit", "1", "--offset", "1",
+    ]));
+    assert!(text.lines().nth(1).unwrap().starts_with("b "), "{text}");
+
+    let output = cli(&["promote", "orders", "b"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "promoted b in orders: due now\n");
+    let text = stdout(&cli(&["due", "orders"]));
+    assert!(text.lines().nth(1).unwrap().starts_with("b "), "{text}");
+    let job = tokio::time::timeout(Duration::from_secs(10), queue.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(job.id(), &JobId::from("b"));
+    let text = stdout(&cli(&["leased", "orders"]));
+    assert!(text.lines().nth(1).unwrap().starts_with("b "), "{text}");
+    assert!(
+        text.contains(" in 29s") || text.contains(" in 30s"),
+        "{text}"
+    );
+    let output = cli(&["cancel", "orders", "b"]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a leased job is not cancelled"
+    );
+    assert!(
+        stderr(&output).contains("b is not waiting in orders"),
+        "{}",
+        stderr(&output)
+    );
+    let output = cli(&["cancel", "orders", "a"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(queue.job(&JobId::from("a")).await.unwrap(), None);
+    let output = cli(&["job", "orders", "a"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("a is not in orders"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_watch_prints_every_interval() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::connect(&url, "orders").await.unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ttr"))
+        .args([
+            "--url", &url, "--json", "stats", "orders", "--watch", "200ms",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["pending"], 0);
+    queue.schedule(Duration::from_secs(60), "x").await.unwrap();
+    // Within a few updates the new job shows.
+    let mut seen = false;
+    for _ in 0..25 {
+        let line: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if line["pending"] == 1 {
+            seen = true;
+            break;
+        }
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(seen, "the watch never showed the new job");
+}
+
+// `--timeout` is honoured when connecting too: redis-rs' own connection
+// timeout (1 s) used to make `--timeout 10s` give up after one second.
+#[test]
+fn the_timeout_is_honoured_when_connecting() {
+    let silent = support::SilentServer::start();
+    let started = std::time::Instant::now();
+    let output = ttr(&["--url", &silent.url(), "--timeout", "3s", "stats", "orders"]);
+    let took = started.elapsed();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("within") && message.contains("3s"),
+        "{message}"
+    );
+    assert!(
+        took >= Duration::from_millis(2500) && took < Duration::from_secs(10),
+        "gave up after {took:?}"
+    );
+}
