@@ -50,16 +50,16 @@ pub struct QueueInfo {
     /// Its partition count: as registered by its producers, else the
     /// highest partition found plus one.
     pub partitions: u32,
-    /// Whether a producer registered it (else it was found by its keys
+    /// Whether it is in the registry (else it was found by its keys
     /// alone, and `partitions` may be low if its last partitions are
     /// empty).
     pub registered: bool,
 }
 
 /// Every queue on the Redis at `url` (a node of a Redis Cluster if
-/// `cluster`), by name: those in the registry that producers write on
-/// their first schedule, and, on a single Redis, those found by scanning
-/// for the queues' keys.
+/// `cluster`), by name: those in the registry that a queue's first
+/// connect writes, and, on a single Redis, those found by scanning for the
+/// queues' keys.
 ///
 /// # Errors
 ///

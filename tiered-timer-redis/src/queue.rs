@@ -680,7 +680,7 @@ impl Queue {
     pub async fn ack_many(&self, jobs: impl IntoIterator<Item = Job>) -> Result<Vec<JobId>, Error> {
         let mut lost = Vec::new();
         // Per queue handle and partition: (id, token) to send.
-        let mut groups: Vec<(Arc<Inner>, u32, Vec<(JobId, String)>)> = Vec::new();
+        let mut groups: Vec<AckGroup> = Vec::new();
         for mut job in jobs {
             job.finished = true;
             if job.lease_ran_out() {
@@ -1012,6 +1012,10 @@ impl Queue {
         Ok(jobs)
     }
 }
+
+/// Jobs to ack together: one queue handle's, one partition's, as (id,
+/// token).
+type AckGroup = (Arc<Inner>, u32, Vec<(JobId, String)>);
 
 /// When a job is due.
 #[derive(Clone, Copy)]
