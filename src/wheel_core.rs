@@ -324,6 +324,24 @@ impl<T> Wheel<T> {
         self.inner.next_expiration()
     }
 
+    /// The key of a filed entry with the earliest deadline (among equal
+    /// deadlines, any one), or `None` when nothing is filed. Walks the
+    /// non-empty buckets in order until their start passes the best
+    /// deadline found: for occasional use (a dashboard), not for every
+    /// call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut wheel = tiered_timer::wheel_core::Wheel::new(64);
+    /// wheel.insert(5_000, "b");
+    /// let first = wheel.insert(4_000, "a");
+    /// assert_eq!(wheel.peek(), Some(first));
+    /// ```
+    pub fn peek(&self) -> Option<Key> {
+        self.inner.peek()
+    }
+
     /// One bounded step of polling at time `now` (ticks): hands out the
     /// next entry whose deadline is at or before `now`
     /// ([`Polled::Due`]), or moves at most a few dozen entries of a coarse

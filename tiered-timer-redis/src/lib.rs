@@ -190,6 +190,9 @@
 mod admin;
 mod conn;
 mod discover;
+#[cfg(feature = "embedded")]
+#[allow(dead_code)] // phase 1: the store, before the `Queue` calls it
+mod embedded;
 mod error;
 mod failure;
 mod human;

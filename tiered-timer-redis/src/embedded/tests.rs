@@ -1,0 +1,587 @@
+//! The store's own tests: each operation against the Redis scripts'
+//! answers, reopening (replay), torn and damaged logs, compaction, a full
+//! disk, and SIGKILL of a child process in the middle of bursts.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::error::StoreError;
+use super::index::{Due, GaveUp, State, Which};
+use super::ops::{self, Claimed};
+use super::store::QueueLog;
+
+/// A directory removed when dropped.
+pub(crate) struct TempDir(PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(what: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "ttr-embedded-{what}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const LEASE: u64 = 30_000;
+
+async fn open(dir: &TempDir) -> Arc<QueueLog> {
+    ops::open(dir.path(), "orders").await.unwrap()
+}
+
+/// Drops the handle and waits until the store is closed (its committer
+/// done), so that the next open replays the file.
+fn close(log: Arc<QueueLog>) {
+    drop(log);
+}
+
+/// Claims one job if one is due now.
+async fn claim_one(log: &QueueLog) -> Option<Claimed> {
+    claim(log, LEASE, 3).await
+}
+
+async fn claim(log: &QueueLog, lease: u64, max_attempts: u32) -> Option<Claimed> {
+    let mut claim = log.claim(1, lease, max_attempts).await.unwrap();
+    claim.jobs.pop()
+}
+
+/// Waits (at most 5 s) until a job is due, and claims it: a job due "now"
+/// is due at the next millisecond (rounded up, never early).
+async fn next(log: &QueueLog) -> Claimed {
+    next_with(log, LEASE, 3).await
+}
+
+async fn next_with(log: &QueueLog, lease: u64, max_attempts: u32) -> Claimed {
+    let wait = async {
+        loop {
+            let notified = log.claimable();
+            if let Some(job) = claim(log, lease, max_attempts).await {
+                return job;
+            }
+            notified.await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), wait)
+        .await
+        .expect("a job comes due within 5 s")
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[tokio::test]
+async fn schedule_claim_ack() {
+    let dir = TempDir::new("basic");
+    let log = open(&dir).await;
+    let (new, due) = log
+        .schedule("order-42", Due::After(0), b"close it")
+        .await
+        .unwrap();
+    assert!(new);
+    assert!(due >= now_ms() - 5 && due <= now_ms() + 1);
+    assert_eq!(log.pending(), 1);
+    let job = next(&log).await;
+    assert_eq!(job.id, "order-42");
+    assert_eq!(job.payload, b"close it");
+    assert_eq!(
+        (job.attempt, job.redelivery, job.deadline_ms),
+        (1, false, due)
+    );
+    assert_eq!((log.pending(), log.leased()), (0, 1));
+    assert!(claim_one(&log).await.is_none(), "held: not delivered twice");
+    assert!(log.ack("order-42", job.token).await.unwrap());
+    assert!(!log.ack("order-42", job.token).await.unwrap(), "acked once");
+    assert_eq!((log.pending(), log.leased()), (0, 0));
+}
+
+#[tokio::test]
+async fn ids_are_idempotent_and_dead_letters_replaced() {
+    let dir = TempDir::new("ids");
+    let log = open(&dir).await;
+    let at = now_ms() + 60_000;
+    assert_eq!(
+        log.schedule("a", Due::At(at), b"1").await.unwrap(),
+        (true, at)
+    );
+    assert_eq!(
+        log.schedule("a", Due::At(at + 5), b"2").await.unwrap(),
+        (false, at)
+    );
+    assert_eq!(log.pending(), 1);
+    // Leased: the answer is the lease expiry, nothing written.
+    log.schedule("b", Due::After(0), b"x").await.unwrap();
+    let job = next(&log).await;
+    let (new, expiry) = log.schedule("b", Due::After(0), b"y").await.unwrap();
+    assert!(!new);
+    assert!(expiry >= job.deadline_ms + LEASE);
+    // Dead: replaced by a new job of that id, attempts and error gone.
+    assert_eq!(
+        log.fail("b", job.token, true, 0, 3, "bad payload")
+            .await
+            .unwrap(),
+        GaveUp::Buried
+    );
+    assert_eq!(log.stats().dead, 1);
+    assert!(log.schedule("b", Due::After(0), b"z").await.unwrap().0);
+    let (_, row) = log.inspect("b").await.unwrap();
+    let row = row.unwrap();
+    assert_eq!(
+        (row.state, row.attempts, row.payload.as_slice()),
+        (State::Waiting, 0, &b"z"[..])
+    );
+    assert_eq!(row.last_error, None);
+    assert_eq!(log.stats().dead, 0);
+    // A chunk: repeats inside it and ids already there are left alone.
+    let jobs: Vec<(&str, u64, &[u8])> = vec![
+        ("c", 10, b"c"),
+        ("a", 10, b"a"),
+        ("c", 20, b"c2"),
+        ("d", 0, b"d"),
+    ];
+    let (written, base) = log.schedule_many(true, None, &jobs).await.unwrap();
+    assert_eq!(written, 2);
+    let (_, c) = log.inspect("c").await.unwrap();
+    assert_eq!(c.unwrap().at_ms, base + 10, "the first of the chunk wins");
+}
+
+#[tokio::test]
+async fn never_early_and_in_due_order() {
+    let dir = TempDir::new("order");
+    let log = open(&dir).await;
+    let start = now_ms();
+    log.schedule("late", Due::At(start + 300), b"")
+        .await
+        .unwrap();
+    log.schedule("early", Due::At(start + 150), b"")
+        .await
+        .unwrap();
+    log.schedule("past", Due::At(start - 1000), b"")
+        .await
+        .unwrap();
+    let first = claim_one(&log).await.unwrap();
+    assert_eq!(first.id, "past");
+    assert!(claim_one(&log).await.is_none(), "nothing else is due yet");
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let notified = log.claimable();
+        if let Some(job) = claim_one(&log).await {
+            assert!(
+                now_ms() >= job.deadline_ms,
+                "early: {} < {}",
+                now_ms(),
+                job.deadline_ms
+            );
+            got.push(job.id);
+            continue;
+        }
+        tokio::time::timeout(Duration::from_secs(5), notified)
+            .await
+            .expect("the driver wakes a waiting claim");
+    }
+    assert_eq!(got, ["early", "late"]);
+}
+
+#[tokio::test]
+async fn leases_run_out_and_are_fenced() {
+    let dir = TempDir::new("lease");
+    let log = open(&dir).await;
+    log.schedule("j", Due::After(0), b"p").await.unwrap();
+    let first = next_with(&log, 50, 3).await;
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    // Ran out, not reclaimed: the holder's ack still works on Redis too
+    // (the token is current), but retry, extend and release are fenced by
+    // the expiry.
+    assert_eq!(log.stats().expired_leases, 1);
+    assert_eq!(
+        log.retry("j", first.token, 0, 3).await.unwrap(),
+        GaveUp::Lost
+    );
+    assert_eq!(log.extend("j", first.token, 1000), None);
+    assert!(!log.release("j", first.token).await.unwrap());
+    let second = next_with(&log, 50, 3).await;
+    assert_eq!((second.attempt, second.redelivery), (2, true));
+    assert_eq!(second.deadline_ms, first.deadline_ms);
+    assert!(
+        !log.ack("j", first.token).await.unwrap(),
+        "the old holder's ack is refused"
+    );
+    // Renewed in time, it stays held.
+    assert!(log.extend("j", second.token, 200).is_some());
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    assert!(log.claim(1, 50, 3).await.unwrap().jobs.is_empty());
+    // Released: due at once, the attempt not counted.
+    assert!(log.release("j", second.token).await.unwrap());
+    let third = next(&log).await;
+    assert_eq!(third.attempt, 2);
+    // Out of attempts: the expired lease goes to the dead letters.
+    let third = {
+        assert!(log.release("j", third.token).await.unwrap());
+        next_with(&log, 20, 2).await
+    };
+    assert_eq!(third.attempt, 2);
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    let claim = log.claim(1, 20, 2).await.unwrap();
+    assert!(claim.jobs.is_empty());
+    assert_eq!(claim.buried, ["j"]);
+    let (_, dead) = log.inspect("j").await.unwrap();
+    let dead = dead.unwrap();
+    assert_eq!(dead.state, State::Dead);
+    assert_eq!(
+        dead.last_error.as_deref(),
+        Some("lease expired after 2 attempt(s)")
+    );
+}
+
+#[tokio::test]
+async fn failures_retry_then_die_with_reasons() {
+    let dir = TempDir::new("fail");
+    let log = open(&dir).await;
+    log.schedule("j", Due::After(0), b"p").await.unwrap();
+    let job = next(&log).await;
+    assert_eq!(
+        log.fail("j", job.token, false, 0, 2, "timeout")
+            .await
+            .unwrap(),
+        GaveUp::Rescheduled
+    );
+    let job = next(&log).await;
+    assert_eq!(job.attempt, 2);
+    assert_eq!(
+        log.retry("j", job.token, 0, 2).await.unwrap(),
+        GaveUp::Buried
+    );
+    let (_, rows) = (0, log.list(Which::Dead, 0, 10, 64).await.unwrap().2);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].last_error.as_deref(),
+        Some("retried on its last attempt (2 of 2) (last error: timeout)")
+    );
+    assert_eq!(rows[0].attempts, 2);
+    // Requeued: due now, attempts and error reset.
+    assert!(log.requeue("j").await.unwrap());
+    assert!(!log.requeue("j").await.unwrap());
+    let job = next(&log).await;
+    assert_eq!(job.attempt, 1);
+    assert_eq!(
+        log.fail("j", job.token, true, 0, 9, "gone").await.unwrap(),
+        GaveUp::Buried
+    );
+    assert!(log.purge("j").await.unwrap());
+    assert!(log.inspect("j").await.unwrap().1.is_none());
+}
+
+#[tokio::test]
+async fn cancel_promote_and_bulk_dead_letters() {
+    let dir = TempDir::new("ops");
+    let log = open(&dir).await;
+    let later = now_ms() + 3_600_000;
+    for i in 0..5 {
+        log.schedule(&format!("j{i}"), Due::At(later + i), b"")
+            .await
+            .unwrap();
+    }
+    assert!(log.cancel("j0").await.unwrap());
+    assert!(!log.cancel("j0").await.unwrap());
+    assert!(log.promote("j1").await.unwrap());
+    assert!(!log.promote("nope").await.unwrap());
+    let job = next(&log).await;
+    assert_eq!(job.id, "j1");
+    assert!(
+        !log.cancel("j1").await.unwrap(),
+        "a leased job cannot be cancelled"
+    );
+    let stats = log.stats();
+    assert_eq!((stats.pending, stats.due_now, stats.leased), (3, 0, 1));
+    assert_eq!(stats.earliest_due, (later + 2) as i64);
+    let (_, total, rows) = log.list(Which::Waiting, 1, 10, 0).await.unwrap();
+    assert_eq!(total, 3);
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["j3", "j4"]);
+    for id in ["j2", "j3", "j4"] {
+        log.promote(id).await.unwrap();
+    }
+    for _ in 0..3 {
+        let job = next(&log).await;
+        log.fail(&job.id, job.token, true, 0, 3, "x").await.unwrap();
+    }
+    assert_eq!(log.requeue_all(2).await.unwrap(), 2);
+    assert_eq!(log.purge_all(10).await.unwrap(), 1);
+    assert_eq!(log.stats().dead, 0);
+    assert_eq!(log.pending(), 2);
+}
+
+#[tokio::test]
+async fn reopening_replays_everything() {
+    let dir = TempDir::new("replay");
+    let later = now_ms() + 3_600_000;
+    {
+        let log = open(&dir).await;
+        for i in 0..100 {
+            log.schedule(
+                &format!("w{i}"),
+                Due::At(later + i),
+                format!("payload {i}").as_bytes(),
+            )
+            .await
+            .unwrap();
+        }
+        log.schedule("held", Due::After(0), b"h").await.unwrap();
+        log.schedule("dead", Due::After(0), b"d").await.unwrap();
+        log.schedule("acked", Due::After(0), b"a").await.unwrap();
+        log.cancel("w0").await.unwrap();
+        let mut jobs = Vec::new();
+        while jobs.len() < 3 {
+            jobs.push(next_with(&log, LEASE, 5).await);
+        }
+        for job in jobs {
+            match job.id.as_str() {
+                "held" => {}
+                "dead" => {
+                    log.fail("dead", job.token, true, 0, 5, "no such customer")
+                        .await
+                        .unwrap();
+                }
+                _ => assert!(log.ack(&job.id, job.token).await.unwrap()),
+            }
+        }
+        close(log);
+    }
+    let log = open(&dir).await;
+    let stats = log.stats();
+    assert_eq!(stats.pending, 99);
+    assert_eq!(stats.dead, 1);
+    assert_eq!(stats.earliest_due, (later + 1) as i64);
+    // The lease of the process before ran out with it: redelivered at once,
+    // its delivery counted.
+    assert_eq!((stats.leased, stats.expired_leases), (1, 1));
+    let job = claim_one(&log)
+        .await
+        .expect("a lease of a dead process ran out");
+    assert_eq!(
+        (job.id.as_str(), job.attempt, job.redelivery),
+        ("held", 2, true)
+    );
+    assert_eq!(job.payload, b"h");
+    let (_, dead) = log.inspect("dead").await.unwrap();
+    assert_eq!(
+        dead.unwrap().last_error.as_deref(),
+        Some("no such customer")
+    );
+    assert!(log.inspect("acked").await.unwrap().1.is_none());
+    let (_, w5) = log.inspect("w5").await.unwrap();
+    let w5 = w5.unwrap();
+    assert_eq!((w5.at_ms, w5.payload), (later + 5, b"payload 5".to_vec()));
+    // Lateness of the first delivery was replayed too.
+    assert_eq!(log.lateness().iter().sum::<u64>(), 3);
+}
+
+#[tokio::test]
+async fn a_torn_last_write_is_cut_off() {
+    let dir = TempDir::new("torn");
+    let path;
+    {
+        let log = open(&dir).await;
+        log.schedule("kept", Due::After(0), b"k").await.unwrap();
+        path = log.path().to_owned();
+        close(log);
+    }
+    let len_before = std::fs::metadata(&path).unwrap().len();
+    // A frame cut short: a whole one written elsewhere, half of it here.
+    let frame = {
+        // The second frame of a store like this one: slot 1.
+        let other = TempDir::new("torn-src");
+        let log = open(&other).await;
+        log.schedule("pad", Due::After(0), b"k").await.unwrap();
+        let first = std::fs::metadata(log.path()).unwrap().len() as usize;
+        log.schedule("lost", Due::After(0), b"l").await.unwrap();
+        let bytes = std::fs::read(log.path()).unwrap();
+        close(log);
+        bytes[first..].to_vec()
+    };
+    for cut in [1, 10, 16, 20, frame.len() - 1] {
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.truncate(len_before as usize);
+        bytes.extend_from_slice(&frame[..cut]);
+        std::fs::write(&path, &bytes).unwrap();
+        let log = open(&dir).await;
+        assert_eq!(log.pending(), 1, "cut at {cut}");
+        assert!(log.inspect("lost").await.unwrap().1.is_none());
+        close(log);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            len_before,
+            "cut off at {cut}"
+        );
+    }
+    // Whole, the frame is read.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&frame);
+    std::fs::write(&path, &bytes).unwrap();
+    let log = open(&dir).await;
+    assert_eq!(log.pending(), 2);
+}
+
+#[tokio::test]
+async fn damage_that_is_not_a_torn_write_is_an_error_with_the_offset() {
+    let dir = TempDir::new("corrupt");
+    let path;
+    {
+        let log = open(&dir).await;
+        for i in 0..3 {
+            log.schedule(&format!("j{i}"), Due::After(0), b"payload")
+                .await
+                .unwrap();
+        }
+        path = log.path().to_owned();
+        close(log);
+    }
+    let good = std::fs::read(&path).unwrap();
+    let first_frame = super::format::FILE_HEADER as u64;
+    // A byte of the first frame's body, and a byte of its header: frames
+    // follow, so neither is a torn last write.
+    for (at, expect_at) in [
+        (first_frame + 20, first_frame),
+        (first_frame + 5, first_frame),
+    ] {
+        let mut bad = good.clone();
+        bad[at as usize] ^= 0xff;
+        std::fs::write(&path, &bad).unwrap();
+        match ops::open(dir.path(), "orders").await {
+            Err(StoreError::Corrupt {
+                path: p, offset, ..
+            }) => {
+                assert_eq!(p, std::fs::canonicalize(&path).unwrap());
+                assert_eq!(offset, expect_at, "damage at byte {at}");
+            }
+            other => panic!("damage at byte {at} gave {other:?}"),
+        }
+        // Nothing was cut: the file is as it was found.
+        assert_eq!(std::fs::read(&path).unwrap(), bad);
+    }
+    let message = {
+        let mut bad = good.clone();
+        bad[first_frame as usize + 20] ^= 0xff;
+        std::fs::write(&path, &bad).unwrap();
+        ops::open(dir.path(), "orders")
+            .await
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(
+        message.contains("orders.log") && message.contains("byte 16"),
+        "{message}"
+    );
+    std::fs::write(&path, &good).unwrap();
+    assert_eq!(open(&dir).await.pending(), 3);
+}
+
+#[tokio::test]
+async fn the_store_is_locked_while_open() {
+    let dir = TempDir::new("lock");
+    let log = open(&dir).await;
+    // Another open file description of the lock file (as another process
+    // would have) cannot take it.
+    let other = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("LOCK"))
+        .unwrap();
+    assert!(matches!(
+        fs4::FileExt::try_lock(&other),
+        Err(fs4::TryLockError::WouldBlock)
+    ));
+    // The same process shares the open store.
+    let again = open(&dir).await;
+    assert!(Arc::ptr_eq(&log, &again));
+    drop((log, again));
+    // Closed: the lock is free again (once the committer ended).
+    let mut free = false;
+    for _ in 0..100 {
+        if fs4::FileExt::try_lock(&other).is_ok() {
+            free = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(free, "the lock is released when the store closes");
+}
+
+#[tokio::test]
+async fn compaction_keeps_the_live_jobs_and_shrinks_the_log() {
+    let dir = TempDir::new("compact");
+    let later = now_ms() + 3_600_000;
+    let log = open(&dir).await;
+    log.set_compact_min(64 << 10);
+    let payload = vec![7u8; 200];
+    // Garbage: scheduled and cancelled; live: every tenth kept.
+    for round in 0..20 {
+        let jobs: Vec<(String, u64, Vec<u8>)> = (0..100)
+            .map(|i| (format!("r{round}-{i}"), later + i, payload.clone()))
+            .collect();
+        let chunk: Vec<(&str, u64, &[u8])> = jobs
+            .iter()
+            .map(|(id, at, p)| (id.as_str(), *at, p.as_slice()))
+            .collect();
+        log.schedule_many(false, None, &chunk).await.unwrap();
+        for i in 0..100 {
+            if i % 10 != 0 {
+                assert!(log.cancel(&format!("r{round}-{i}")).await.unwrap());
+            }
+        }
+    }
+    // A dead letter with a reason, and a held job, survive it too.
+    log.schedule("dead", Due::After(0), b"d").await.unwrap();
+    let job = next(&log).await;
+    log.fail("dead", job.token, true, 0, 3, "why")
+        .await
+        .unwrap();
+    log.schedule("held", Due::After(0), b"h").await.unwrap();
+    let held = next(&log).await;
+    // The committer looks at the log's size after each frame (after the
+    // frame's callers have their answer).
+    log.schedule("last", Due::At(later), b"").await.unwrap();
+    let mut len = u64::MAX;
+    for _ in 0..500 {
+        len = std::fs::metadata(log.path()).unwrap().len();
+        if len < 100_000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(len < 100_000, "compacted to {len} bytes");
+    assert_eq!(log.pending(), 201);
+    // Offsets moved: payloads and ids read from the new file.
+    let (_, row) = log.inspect("r7-30").await.unwrap();
+    assert_eq!(row.unwrap().payload, payload);
+    assert!(log.ack("held", held.token).await.unwrap());
+    close(log);
+    let log = open(&dir).await;
+    assert_eq!(log.pending(), 201);
+    let (_, dead) = log.inspect("dead").await.unwrap();
+    assert_eq!(dead.unwrap().last_error.as_deref(), Some("why"));
+    assert!(log.inspect("held").await.unwrap().1.is_none());
+    assert_eq!(
+        log.inspect("r19-90").await.unwrap().1.unwrap().payload,
+        payload
+    );
+}
