@@ -585,3 +585,257 @@ async fn compaction_keeps_the_live_jobs_and_shrinks_the_log() {
         payload
     );
 }
+
+/// The crash test's child: opens the store in `TTR_CRASH_CHILD`'s
+/// directory and works until it is killed: bursts of schedules (one by
+/// one from 16 tasks at once, and in chunks), claims and acks, writing
+/// each intent and each answer to a ledger (plain appends: a SIGKILL
+/// leaves the page cache alone) for the parent to check.
+#[test]
+#[ignore = "a child process of `sigkill_in_bursts_loses_nothing_and_repeats_nothing`"]
+fn crash_child() {
+    let Ok(spec) = std::env::var("TTR_CRASH_CHILD") else {
+        return;
+    };
+    let (dir, round) = spec.split_once(';').expect("dir;round");
+    let dir = PathBuf::from(dir);
+    let round: u64 = round.parse().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let ledger = Arc::new(std::sync::Mutex::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("ledger.txt"))
+                .unwrap(),
+        ));
+        let note = move |line: String| {
+            use std::io::Write;
+            ledger.lock().unwrap().write_all(line.as_bytes()).unwrap();
+        };
+        let log = match ops::open(&dir, "crash").await {
+            Ok(log) => log,
+            Err(e) => {
+                note(format!("E open failed: {e}\n"));
+                std::process::exit(3);
+            }
+        };
+        note(format!("O {round}\n"));
+        println!("\nttr-crash-child-open");
+        let mut seed = round.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut rand = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut n = 0u64;
+        loop {
+            // 16 schedules at once, one by one (one group commit or two).
+            let mut tasks = Vec::new();
+            for _ in 0..16 {
+                n += 1;
+                let id = format!("{round}-{n}");
+                let at = now_ms() + rand(100);
+                note(format!("s {id}\n"));
+                let (log, note) = (Arc::clone(&log), note.clone());
+                tasks.push(tokio::spawn(async move {
+                    let (new, due) = log.schedule(&id, Due::At(at), id.as_bytes()).await.unwrap();
+                    assert!(new && due == at);
+                    note(format!("S {id} {due}\n"));
+                }));
+            }
+            for task in tasks {
+                task.await.unwrap();
+            }
+            // A chunk, all or nothing.
+            let ids: Vec<(String, u64)> = (0..1 + rand(40))
+                .map(|_| {
+                    n += 1;
+                    (format!("{round}-{n}"), rand(100))
+                })
+                .collect();
+            for (id, _) in &ids {
+                note(format!("s {id}\n"));
+            }
+            let chunk: Vec<(&str, u64, &[u8])> = ids.iter().map(|(id, d)| (id.as_str(), *d, id.as_bytes())).collect();
+            let (written, base) = log.schedule_many(true, None, &chunk).await.unwrap();
+            assert_eq!(written, ids.len());
+            for (id, delay) in &ids {
+                note(format!("S {id} {}\n", base + delay));
+            }
+            // Claims and acks: some one by one, some together.
+            let claim = log.claim(1 + rand(30) as usize, 30_000, 1000).await.unwrap();
+            let mut together = Vec::new();
+            for job in &claim.jobs {
+                assert!(claim.now_ms >= job.deadline_ms, "claimed early");
+                assert_eq!(job.payload, job.id.as_bytes());
+                note(format!("D {} {} {} {}\n", job.id, job.attempt, claim.now_ms, job.deadline_ms));
+                match rand(3) {
+                    0 => {}
+                    1 => {
+                        note(format!("a {}\n", job.id));
+                        assert!(log.ack(&job.id, job.token).await.unwrap());
+                        note(format!("A {}\n", job.id));
+                    }
+                    _ => {
+                        note(format!("a {}\n", job.id));
+                        together.push((job.id.as_str(), job.token));
+                    }
+                }
+            }
+            let lost = log.ack_many(&together).await.unwrap();
+            assert!(lost.is_empty());
+            for (id, _) in together {
+                note(format!("A {id}\n"));
+            }
+        }
+    });
+}
+
+/// SIGKILL at random points of bursts of schedules, claims and acks, 200
+/// times, each time reopening the store in a new process: it opens every
+/// time, no job is delivered early, no job is delivered after its ack
+/// returned, and in the end every schedule that returned `Ok` is
+/// delivered exactly once more unless its ack returned before a kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
+    use std::collections::{HashMap, HashSet};
+
+    let rounds: u64 = std::env::var("TTR_CRASH_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let dir = TempDir::new("crash");
+    let exe = std::env::current_exe().unwrap();
+    let mut seed = 0x1234_5678_9abc_def1u64;
+    let mut opened = 0;
+    for round in 0..rounds {
+        let mut child = tokio::process::Command::new(&exe)
+            .args(["embedded::tests::crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .env("TTR_CRASH_CHILD", format!("{};{round}", dir.path().display()))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        if round % 8 == 7 {
+            // Now and then at any point, opening (replay, cutting a torn
+            // write) included.
+            tokio::time::sleep(Duration::from_millis(seed % 60)).await;
+        } else {
+            // Mostly in the middle of the bursts: once it says it opened.
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+            let opened = tokio::time::timeout(Duration::from_secs(20), async {
+                while let Some(line) = lines.next_line().await.unwrap() {
+                    if line == "ttr-crash-child-open" {
+                        return true;
+                    }
+                }
+                false
+            })
+            .await;
+            if opened != Ok(true) {
+                let _ = child.start_kill();
+                let output = child.wait_with_output().await.unwrap();
+                panic!(
+                    "round {round}: the child did not open the store: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(seed % 50)).await;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let output = child.wait_with_output().await.unwrap();
+            panic!(
+                "round {round}: the child ended by itself ({status}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        child.kill().await.unwrap(); // SIGKILL, and wait
+    }
+    let ledger = std::fs::read_to_string(dir.path().join("ledger.txt")).unwrap();
+    // Only whole lines: the last may be cut by a kill.
+    let whole = &ledger[..ledger.rfind('\n').map_or(0, |i| i + 1)];
+    let mut due: HashMap<&str, u64> = HashMap::new();
+    let mut maybe_scheduled: HashSet<&str> = HashSet::new();
+    let mut acked: HashSet<&str> = HashSet::new();
+    let mut maybe_acked: HashSet<&str> = HashSet::new();
+    for line in whole.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        match fields[0] {
+            "O" => opened += 1,
+            "E" => panic!("a child could not open the store: {line}"),
+            "s" => {
+                maybe_scheduled.insert(fields[1]);
+            }
+            "S" => {
+                due.insert(fields[1], fields[2].parse().unwrap());
+            }
+            "a" => {
+                maybe_acked.insert(fields[1]);
+            }
+            "A" => {
+                acked.insert(fields[1]);
+            }
+            "D" => {
+                let id = fields[1];
+                assert!(!acked.contains(id), "{id} delivered after its ack returned");
+                let (now, deadline): (u64, u64) = (fields[3].parse().unwrap(), fields[4].parse().unwrap());
+                assert!(now >= deadline, "{id} delivered early");
+                if let Some(&at) = due.get(id) {
+                    assert_eq!(deadline, at, "{id}'s deadline is its due time");
+                }
+                assert!(maybe_scheduled.contains(id), "{id} was never scheduled");
+            }
+            other => panic!("unknown ledger line {other:?}"),
+        }
+    }
+    assert!(opened >= rounds * 7 / 8, "only {opened} of {rounds} children opened the store");
+    // Drain what is left: everything due within 100 ms of its schedule.
+    let log = ops::open(dir.path(), "crash").await.expect("the store opens after the last kill");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let mut drained: HashMap<String, u32> = HashMap::new();
+    loop {
+        let claim = log.claim(1000, 30_000, 1000).await.unwrap();
+        if claim.jobs.is_empty() {
+            break;
+        }
+        let mut acks = Vec::new();
+        for job in &claim.jobs {
+            assert!(claim.now_ms >= job.deadline_ms, "{} delivered early", job.id);
+            *drained.entry(job.id.clone()).or_default() += 1;
+            acks.push((job.id.as_str(), job.token));
+        }
+        assert!(log.ack_many(&acks).await.unwrap().is_empty());
+    }
+    assert_eq!(log.stats().pending, 0);
+    let mut must = 0;
+    for (&id, _) in &due {
+        if acked.contains(id) {
+            assert!(!drained.contains_key(id), "{id} delivered again after its ack returned");
+        } else if !maybe_acked.contains(id) {
+            must += 1;
+            assert_eq!(drained.get(id), Some(&1), "{id} was scheduled (Ok) and never acked: lost");
+        }
+    }
+    for (id, &times) in &drained {
+        assert_eq!(times, 1, "{id} delivered {times} times in the drain");
+        assert!(maybe_scheduled.contains(id.as_str()), "{id} was never scheduled");
+    }
+    assert!(must > 1000, "the test checked only {must} jobs");
+    eprintln!(
+        "{rounds} kills, {opened} opens; {} schedules returned Ok, {} acks; {} delivered in the end ({must} had to be)",
+        due.len(),
+        acked.len(),
+        drained.len()
+    );
+}
