@@ -662,19 +662,28 @@ fn crash_child() {
             for (id, _) in &ids {
                 note(format!("s {id}\n"));
             }
-            let chunk: Vec<(&str, u64, &[u8])> = ids.iter().map(|(id, d)| (id.as_str(), *d, id.as_bytes())).collect();
+            let chunk: Vec<(&str, u64, &[u8])> = ids
+                .iter()
+                .map(|(id, d)| (id.as_str(), *d, id.as_bytes()))
+                .collect();
             let (written, base) = log.schedule_many(true, None, &chunk).await.unwrap();
             assert_eq!(written, ids.len());
             for (id, delay) in &ids {
                 note(format!("S {id} {}\n", base + delay));
             }
             // Claims and acks: some one by one, some together.
-            let claim = log.claim(1 + rand(30) as usize, 30_000, 1000).await.unwrap();
+            let claim = log
+                .claim(1 + rand(30) as usize, 30_000, 1000)
+                .await
+                .unwrap();
             let mut together = Vec::new();
             for job in &claim.jobs {
                 assert!(claim.now_ms >= job.deadline_ms, "claimed early");
                 assert_eq!(job.payload, job.id.as_bytes());
-                note(format!("D {} {} {} {}\n", job.id, job.attempt, claim.now_ms, job.deadline_ms));
+                note(format!(
+                    "D {} {} {} {}\n",
+                    job.id, job.attempt, claim.now_ms, job.deadline_ms
+                ));
                 match rand(3) {
                     0 => {}
                     1 => {
@@ -716,8 +725,17 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
     let mut opened = 0;
     for round in 0..rounds {
         let mut child = tokio::process::Command::new(&exe)
-            .args(["embedded::tests::crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env("TTR_CRASH_CHILD", format!("{};{round}", dir.path().display()))
+            .args([
+                "embedded::tests::crash_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                "TTR_CRASH_CHILD",
+                format!("{};{round}", dir.path().display()),
+            )
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
@@ -789,7 +807,8 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
             "D" => {
                 let id = fields[1];
                 assert!(!acked.contains(id), "{id} delivered after its ack returned");
-                let (now, deadline): (u64, u64) = (fields[3].parse().unwrap(), fields[4].parse().unwrap());
+                let (now, deadline): (u64, u64) =
+                    (fields[3].parse().unwrap(), fields[4].parse().unwrap());
                 assert!(now >= deadline, "{id} delivered early");
                 if let Some(&at) = due.get(id) {
                     assert_eq!(deadline, at, "{id}'s deadline is its due time");
@@ -799,9 +818,14 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
             other => panic!("unknown ledger line {other:?}"),
         }
     }
-    assert!(opened >= rounds * 7 / 8, "only {opened} of {rounds} children opened the store");
+    assert!(
+        opened >= rounds * 7 / 8,
+        "only {opened} of {rounds} children opened the store"
+    );
     // Drain what is left: everything due within 100 ms of its schedule.
-    let log = ops::open(dir.path(), "crash").await.expect("the store opens after the last kill");
+    let log = ops::open(dir.path(), "crash")
+        .await
+        .expect("the store opens after the last kill");
     tokio::time::sleep(Duration::from_millis(150)).await;
     let mut drained: HashMap<String, u32> = HashMap::new();
     loop {
@@ -811,7 +835,11 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
         }
         let mut acks = Vec::new();
         for job in &claim.jobs {
-            assert!(claim.now_ms >= job.deadline_ms, "{} delivered early", job.id);
+            assert!(
+                claim.now_ms >= job.deadline_ms,
+                "{} delivered early",
+                job.id
+            );
             *drained.entry(job.id.clone()).or_default() += 1;
             acks.push((job.id.as_str(), job.token));
         }
@@ -819,17 +847,27 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
     }
     assert_eq!(log.stats().pending, 0);
     let mut must = 0;
-    for (&id, _) in &due {
+    for &id in due.keys() {
         if acked.contains(id) {
-            assert!(!drained.contains_key(id), "{id} delivered again after its ack returned");
+            assert!(
+                !drained.contains_key(id),
+                "{id} delivered again after its ack returned"
+            );
         } else if !maybe_acked.contains(id) {
             must += 1;
-            assert_eq!(drained.get(id), Some(&1), "{id} was scheduled (Ok) and never acked: lost");
+            assert_eq!(
+                drained.get(id),
+                Some(&1),
+                "{id} was scheduled (Ok) and never acked: lost"
+            );
         }
     }
     for (id, &times) in &drained {
         assert_eq!(times, 1, "{id} delivered {times} times in the drain");
-        assert!(maybe_scheduled.contains(id.as_str()), "{id} was never scheduled");
+        assert!(
+            maybe_scheduled.contains(id.as_str()),
+            "{id} was never scheduled"
+        );
     }
     assert!(must > 1000, "the test checked only {must} jobs");
     eprintln!(
@@ -838,4 +876,131 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
         acked.len(),
         drained.len()
     );
+}
+
+/// A small tmpfs mounted for a test, unmounted when dropped.
+struct Tmpfs(TempDir);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (as `mount -o size=` reads it). The CI
+    /// runs as root; elsewhere this fails saying so (it never skips).
+    fn mount(size: &str) -> Tmpfs {
+        let dir = TempDir::new("tmpfs");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status();
+        match status {
+            Ok(status) if status.success() => Tmpfs(dir),
+            other => panic!(
+                "this test mounts a small tmpfs to fill it, which needs root \
+                 (run it as root, as the CI does): mount gave {other:?}"
+            ),
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// A full disk: calls fail with `NoSpace`, nothing of their frame is
+/// left in the file, the memory agrees with the file (reopened), and
+/// calls succeed again once there is room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_is_a_typed_error_with_nothing_half_written() {
+    let fs = Tmpfs::mount("1m");
+    let store = fs.0.path().join("store");
+    // Room to give back later.
+    let ballast = fs.0.path().join("ballast");
+    std::fs::write(&ballast, vec![1u8; 256 << 10]).unwrap();
+    let log = ops::open(&store, "orders").await.unwrap();
+    let payload = vec![9u8; 3000];
+    // 16 producers until each has had a `NoSpace`.
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let (log, payload) = (Arc::clone(&log), payload.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut failed) = (Vec::new(), Vec::new());
+            for i in 0.. {
+                let id = format!("{t}-{i}");
+                match log.schedule(&id, Due::After(60_000), &payload).await {
+                    Ok((true, _)) => ok.push(id),
+                    Ok(other) => panic!("{id}: {other:?}"),
+                    Err(StoreError::NoSpace { .. }) => {
+                        failed.push(id);
+                        break;
+                    }
+                    Err(e) => panic!("{id}: not a typed full disk: {e}"),
+                }
+            }
+            (ok, failed)
+        }));
+    }
+    let (mut ok, mut failed) = (Vec::new(), Vec::new());
+    for task in tasks {
+        let (o, f) = task.await.unwrap();
+        ok.extend(o);
+        failed.extend(f);
+    }
+    assert!(ok.len() > 100, "only {} schedules fit", ok.len());
+    assert_eq!(
+        log.pending(),
+        ok.len() as u64,
+        "failed calls were taken back in memory"
+    );
+    // One by one until one does not fit either.
+    let message = loop {
+        let id = format!("single-{}", ok.len());
+        match log.schedule(&id, Due::After(60_000), &payload).await {
+            Ok(_) => ok.push(id),
+            Err(e) => {
+                assert!(matches!(e, StoreError::NoSpace { .. }), "{e}");
+                failed.push(id);
+                break e.to_string();
+            }
+        }
+    };
+    assert!(message.contains("no space left"), "{message}");
+    assert_eq!(log.pending(), ok.len() as u64);
+    // The file ends with its last whole frame: reopened, it holds exactly
+    // the jobs whose schedule returned Ok.
+    let path = log.path().to_owned();
+    let len = std::fs::metadata(&path).unwrap().len();
+    drop(log);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let log = ops::open(&store, "orders").await.unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        len,
+        "no torn frame to cut"
+    );
+    assert_eq!(log.pending(), ok.len() as u64);
+    for id in ok.iter().step_by(7) {
+        assert!(
+            log.inspect(id).await.unwrap().1.is_some(),
+            "{id} returned Ok and is there"
+        );
+    }
+    for id in &failed {
+        assert!(
+            log.inspect(id).await.unwrap().1.is_none(),
+            "{id} failed and is not there"
+        );
+    }
+    // Room again: calls succeed.
+    std::fs::remove_file(&ballast).unwrap();
+    assert!(
+        log.schedule("after", Due::After(0), &payload)
+            .await
+            .unwrap()
+            .0
+    );
+    assert_eq!(log.pending(), ok.len() as u64 + 1);
+    drop(log);
+    tokio::time::sleep(Duration::from_millis(50)).await;
 }
