@@ -40,4 +40,6 @@ pub(crate) mod ops;
 pub(crate) mod store;
 
 #[cfg(test)]
+mod bench;
+#[cfg(test)]
 mod tests;
