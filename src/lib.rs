@@ -96,7 +96,7 @@
 //! The synchronous core lives in `src/wheel/` (it reads no clock and takes no
 //! lock); `src/driver/` runs it on tokio, through a [`clock::Clock`].
 //! [`wheel_core::Wheel`] is that core, public for owners with their own
-//! clock and lock (the durable job store of `tiered-timer-redis` files
+//! clock and lock (the durable job store of `tiered-timer-jobs` files
 //! wall-clock milliseconds in it).
 //!
 //! # Differences from `tokio::time`

@@ -12,10 +12,10 @@
 
 use std::time::Duration;
 
-use tiered_timer_redis::{Job, Queue};
+use tiered_timer_jobs::{Job, Queue};
 
 #[tokio::main]
-async fn main() -> Result<(), tiered_timer_redis::Error> {
+async fn main() -> Result<(), tiered_timer_jobs::Error> {
     let mut args = std::env::args().skip(1);
     let url = args
         .next()
@@ -102,7 +102,7 @@ async fn main() -> Result<(), tiered_timer_redis::Error> {
     Ok(())
 }
 
-async fn finish(job: Job, n: u64) -> Result<(), tiered_timer_redis::Error> {
+async fn finish(job: Job, n: u64) -> Result<(), tiered_timer_jobs::Error> {
     if n % 40 == 0 {
         job.bury("card declined: <insufficient funds>").await
     } else if n % 9 == 0 {

@@ -1,4 +1,4 @@
-//! `ttr`: look after `tiered-timer-redis` queues from a shell, or from a
+//! `ttr`: look after `tiered-timer-jobs` queues from a shell, or from a
 //! web dashboard (`ttr serve`) with Prometheus metrics.
 //!
 //! ```text
@@ -26,9 +26,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use tiered_timer_redis::{Error, Queue};
+use tiered_timer_jobs::{Error, Queue};
 
-/// Look after tiered-timer-redis queues: counts, jobs, dead letters, a web
+/// Look after tiered-timer-jobs queues: counts, jobs, dead letters, a web
 /// dashboard and Prometheus metrics.
 #[derive(Debug, Parser)]
 #[command(name = "ttr", version, propagate_version = true)]

@@ -2,7 +2,7 @@
 //! a real redis-server (see the Redis crate's `tests/support`): its output
 //! (text and `--json`) and exit status.
 
-#[path = "../../tiered-timer-redis/tests/support/mod.rs"]
+#[path = "../../tiered-timer-jobs/tests/support/mod.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader};
@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 use support::{RedisCluster, RedisServer};
-use tiered_timer_redis::{JobId, Queue};
+use tiered_timer_jobs::{JobId, Queue};
 
 fn ttr(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ttr"))
