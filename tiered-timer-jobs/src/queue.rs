@@ -1214,9 +1214,6 @@ impl Inner {
         jobs: impl Iterator<Item = (JobId, Due, Vec<u8>)>,
         delays: bool,
     ) -> Result<(Vec<JobId>, usize), Error> {
-        let n = self.redis().partitions.len() as u32;
-        let mut ids = Vec::new();
-        let mut by_partition: Vec<Vec<(usize, u64, Vec<u8>)>> = vec![Vec::new(); n as usize];
         #[cfg(feature = "embedded")]
         if let Some(local) = self.local() {
             let mut checked = Vec::new();
@@ -1227,6 +1224,9 @@ impl Inner {
             let written = local.schedule_chunks(&checked, delays).await?;
             return Ok((checked.into_iter().map(|(id, _, _)| id).collect(), written));
         }
+        let n = self.redis().partitions.len() as u32;
+        let mut ids = Vec::new();
+        let mut by_partition: Vec<Vec<(usize, u64, Vec<u8>)>> = vec![Vec::new(); n as usize];
         for (id, due, payload) in jobs {
             let (_, value) = self.checked_due(&id, due, &payload)?;
             by_partition[partition_of(id.as_str(), n) as usize].push((ids.len(), value, payload));

@@ -1,21 +1,21 @@
-//! The delivery contract, against a real redis-server started by each
-//! test (see `support`).
+//! The delivery contract, written once and run against both backends:
+//! each test body takes a [`Store`] (a real redis-server started by the
+//! test, or a fresh directory for the embedded store) and the macro at the
+//! end runs it on each. The Redis key layout tests at the end are
+//! Redis-only.
 
 mod support;
 
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
+use support::backend::Store;
 use support::{deliver_all, eventually, RedisServer};
-use tiered_timer_jobs::{Error, Job, JobId, Queue};
+use tiered_timer_jobs::{Error, Fate, Job, JobId, JobState, Listing, Queue};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-async fn queue(server: &RedisServer, lease: Duration) -> Queue {
-    support::queue(server, lease, 3).await
-}
-
-/// `id`'s due time (`"due"`, while waiting) or lease expiry (`"leased"`).
+/// `id`'s due time while waiting (Redis-only: its score).
 async fn score(server: &RedisServer, set: &str, id: &JobId) -> Option<u64> {
     match set {
         "due" => support::due_ms(&server.url(), "orders", id.as_str()).await,
@@ -43,20 +43,68 @@ async fn nothing_delivered_within(queue: &Queue, within: Duration) {
     }
 }
 
-#[tokio::test]
-async fn schedule_next_ack_removes_the_job() {
-    let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_secs(30)).await;
+async fn next(queue: &Queue) -> Job {
+    tokio::time::timeout(WAIT, queue.next())
+        .await
+        .expect("a job within the wait")
+        .unwrap()
+}
+
+/// Runs each contract test body against Redis and the embedded store.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Store::redis()).await
+                }
+            )*
+        }
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Store::embedded()).await
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    schedule_next_ack_removes_the_job,
+    never_early_by_the_deciding_clock,
+    each_job_is_claimed_by_exactly_one_worker,
+    a_dropped_job_is_redelivered_after_its_lease,
+    ack_after_the_lease_was_taken_over_fails_and_leaves_the_redelivery,
+    ack_after_the_lease_ran_out_fails_even_before_redelivery,
+    retry_after_redelivers_later_with_the_next_attempt,
+    after_max_attempts_a_job_is_a_dead_letter_that_can_be_requeued,
+    schedule_with_id_is_idempotent_while_pending_or_leased,
+    cancel_only_a_pending_job,
+    bad_input_is_a_typed_error_and_writes_nothing,
+    schedule_many_schedules_every_job,
+    schedule_many_counts_every_delay_from_one_now,
+    next_batch_claims_due_jobs_in_due_order,
+    ack_many_acks_all_and_names_the_lost,
+    release_hands_a_job_back_at_once_without_counting_the_attempt,
+    extend_lease_and_keep_alive_hold_a_job_past_its_lease,
+    fail_and_bury_record_why,
+    close_fails_waiting_calls_and_shutdown_waits_for_jobs_out,
+    operator_calls_see_and_change_every_state,
+    handles_connected_separately_share_the_queue_and_its_wake_ups,
+);
+
+async fn schedule_next_ack_removes_the_job(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
     let id = queue
         .schedule(Duration::ZERO, b"order 42".to_vec())
         .await
         .unwrap();
     assert_eq!(queue.pending().await.unwrap(), 1);
 
-    let job = tokio::time::timeout(WAIT, queue.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let job = next(&queue).await;
     assert_eq!(job.id(), &id);
     assert_eq!(job.payload(), b"order 42");
     assert_eq!(job.attempt(), 1);
@@ -65,18 +113,16 @@ async fn schedule_next_ack_removes_the_job() {
 
     job.ack().await.unwrap();
     assert_eq!(queue.leased().await.unwrap(), 0);
-    assert_eq!(server.job_keys(), "0", "ack leaves nothing behind");
+    store.assert_empty(&queue, &[&id]).await;
     nothing_delivered_within(&queue, Duration::from_millis(300)).await;
 }
 
-#[tokio::test]
-async fn never_early_by_redis_clock() {
-    let server = RedisServer::start();
+async fn never_early_by_the_deciding_clock(store: Store) {
     let lease = Duration::from_secs(30);
-    let queue = queue(&server, lease).await;
+    let queue = store.queue(lease, 3).await;
     let mut expected = Vec::new();
     for delay_ms in [0u64, 1, 7, 50, 120, 250, 400] {
-        let before = server.now_ms().await;
+        let before = store.now_ms().await;
         let id = queue
             .schedule(Duration::from_millis(delay_ms), format!("{delay_ms}"))
             .await
@@ -84,15 +130,12 @@ async fn never_early_by_redis_clock() {
         expected.push((id, before + delay_ms));
     }
     for _ in 0..expected.len() {
-        let job = tokio::time::timeout(WAIT, queue.next())
-            .await
-            .unwrap()
-            .unwrap();
+        let job = next(&queue).await;
         let (_, earliest) = expected.iter().find(|(id, _)| id == job.id()).unwrap();
         let deadline = deadline_ms(&job);
-        assert!(deadline >= *earliest, "deadline counts from Redis' now");
-        // The lease's expiry is Redis' now at the claim plus the lease.
-        let expiry = score(&server, "leased", job.id()).await.unwrap();
+        assert!(deadline >= *earliest, "deadline counts from the store's now");
+        // The lease's expiry is the store's now at the claim plus the lease.
+        let expiry = store.lease_expiry_ms(&queue, job.id()).await.unwrap();
         let claimed_at = expiry - lease.as_millis() as u64;
         assert!(
             claimed_at >= deadline,
@@ -102,10 +145,8 @@ async fn never_early_by_redis_clock() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_job_is_claimed_by_exactly_one_worker() {
-    let server = RedisServer::start();
-    let producer = queue(&server, Duration::from_secs(30)).await;
+async fn each_job_is_claimed_by_exactly_one_worker(store: Store) {
+    let producer = store.queue(Duration::from_secs(30), 3).await;
     let mut ids = HashSet::new();
     for i in 0..200 {
         ids.insert(
@@ -121,7 +162,7 @@ async fn each_job_is_claimed_by_exactly_one_worker() {
         queues.push(if w % 2 == 0 {
             producer.clone()
         } else {
-            queue(&server, Duration::from_secs(30)).await
+            store.queue(Duration::from_secs(30), 3).await
         });
     }
     let delivered = deliver_all(queues, ids.len(), WAIT).await;
@@ -130,37 +171,27 @@ async fn each_job_is_claimed_by_exactly_one_worker() {
     assert_eq!(unique, ids, "every job was delivered");
 }
 
-#[tokio::test]
-async fn a_dropped_job_is_redelivered_after_its_lease() {
-    let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_millis(300)).await;
+async fn a_dropped_job_is_redelivered_after_its_lease(store: Store) {
+    let queue = store.queue(Duration::from_millis(300), 3).await;
     let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
-    let first = queue.next().await.unwrap();
+    let first = next(&queue).await;
     assert_eq!(first.attempt(), 1);
     drop(first); // the worker "crashed"
-    let second = tokio::time::timeout(WAIT, queue.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let second = next(&queue).await;
     assert_eq!(second.id(), &id);
     assert_eq!(second.attempt(), 2);
     assert_eq!(second.payload(), b"x");
     second.ack().await.unwrap();
-    assert_eq!(server.job_keys(), "0");
+    store.assert_empty(&queue, &[&id]).await;
 }
 
-#[tokio::test]
-async fn ack_after_the_lease_was_taken_over_fails_and_leaves_the_redelivery() {
-    let server = RedisServer::start();
-    let slow = queue(&server, Duration::from_millis(300)).await;
-    let other = queue(&server, Duration::from_secs(30)).await;
+async fn ack_after_the_lease_was_taken_over_fails_and_leaves_the_redelivery(store: Store) {
+    let slow = store.queue(Duration::from_millis(300), 3).await;
+    let other = store.queue(Duration::from_secs(30), 3).await;
     let id = slow.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
-    let stale = slow.next().await.unwrap();
+    let stale = next(&slow).await;
     // `other` claims with its own 30 s lease once the 300 ms one runs out.
-    let fresh = tokio::time::timeout(WAIT, other.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let fresh = next(&other).await;
     assert_eq!(fresh.id(), &id);
     assert_eq!(fresh.attempt(), 2);
 
@@ -177,43 +208,33 @@ async fn ack_after_the_lease_was_taken_over_fails_and_leaves_the_redelivery() {
     assert_eq!(other.leased().await.unwrap(), 0);
 }
 
-#[tokio::test]
-async fn ack_after_the_lease_ran_out_fails_even_before_redelivery() {
-    let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_millis(200)).await;
+async fn ack_after_the_lease_ran_out_fails_even_before_redelivery(store: Store) {
+    let queue = store.queue(Duration::from_millis(200), 3).await;
     let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
-    let job = queue.next().await.unwrap();
-    let expiry = score(&server, "leased", &id).await.unwrap();
-    eventually("Redis' clock passes the lease", WAIT, || async {
-        server.now_ms().await > expiry
+    let job = next(&queue).await;
+    let expiry = store.lease_expiry_ms(&queue, &id).await.unwrap();
+    eventually("the store's clock passes the lease", WAIT, || async {
+        store.now_ms().await > expiry
     })
     .await;
     assert!(matches!(job.ack().await, Err(Error::LeaseExpired { .. })));
     // Still there, and delivered again.
-    let again = tokio::time::timeout(WAIT, queue.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let again = next(&queue).await;
     assert_eq!(again.id(), &id);
     assert_eq!(again.attempt(), 2);
     again.ack().await.unwrap();
 }
 
-#[tokio::test]
-async fn retry_after_redelivers_later_with_the_next_attempt() {
-    let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_secs(30)).await;
+async fn retry_after_redelivers_later_with_the_next_attempt(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
     let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
-    let job = queue.next().await.unwrap();
+    let job = next(&queue).await;
     let first_deadline = job.deadline();
-    let before = server.now_ms().await;
+    let before = store.now_ms().await;
     job.retry_after(Duration::from_millis(200)).await.unwrap();
     assert_eq!(queue.pending().await.unwrap(), 1);
     assert_eq!(queue.leased().await.unwrap(), 0);
-    let again = tokio::time::timeout(WAIT, queue.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let again = next(&queue).await;
     assert_eq!(again.id(), &id);
     assert_eq!(again.attempt(), 2);
     assert!(again.deadline() > first_deadline);
@@ -221,19 +242,14 @@ async fn retry_after_redelivers_later_with_the_next_attempt() {
     again.ack().await.unwrap();
 }
 
-#[tokio::test]
-async fn after_max_attempts_a_job_is_a_dead_letter_that_can_be_requeued() {
-    let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_millis(200)).await; // max_attempts 3
+async fn after_max_attempts_a_job_is_a_dead_letter_that_can_be_requeued(store: Store) {
+    let queue = store.queue(Duration::from_millis(200), 3).await;
     let dies_by_lease = queue
         .schedule_with_id("lease", Duration::ZERO, b"a".to_vec())
         .await
         .unwrap();
     for attempt in 1..=3 {
-        let job = tokio::time::timeout(WAIT, queue.next())
-            .await
-            .unwrap()
-            .unwrap();
+        let job = next(&queue).await;
         assert_eq!(job.id(), &dies_by_lease);
         assert_eq!(job.attempt(), attempt);
         drop(job);
@@ -257,10 +273,7 @@ async fn after_max_attempts_a_job_is_a_dead_letter_that_can_be_requeued() {
         .await
         .unwrap();
     for attempt in 1..=3 {
-        let job = tokio::time::timeout(WAIT, queue.next())
-            .await
-            .unwrap()
-            .unwrap();
+        let job = next(&queue).await;
         assert_eq!(job.id(), &dies_by_retry);
         assert_eq!(job.attempt(), attempt);
         job.retry_after(Duration::ZERO).await.unwrap();
@@ -275,10 +288,7 @@ async fn after_max_attempts_a_job_is_a_dead_letter_that_can_be_requeued() {
         !queue.requeue(&dies_by_lease).await.unwrap(),
         "no longer dead"
     );
-    let job = tokio::time::timeout(WAIT, queue.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let job = next(&queue).await;
     assert_eq!(job.id(), &dies_by_lease);
     assert_eq!(job.attempt(), 1, "a requeued job starts over");
     assert_eq!(job.payload(), b"a");
@@ -286,10 +296,8 @@ async fn after_max_attempts_a_job_is_a_dead_letter_that_can_be_requeued() {
     assert_eq!(dead_ids(&queue).await, vec![dies_by_retry]);
 }
 
-#[tokio::test]
-async fn schedule_with_id_is_idempotent_while_pending_or_leased() {
-    let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_secs(30)).await;
+async fn schedule_with_id_is_idempotent_while_pending_or_leased(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
     let id = queue
         .schedule_with_id("order-42", Duration::from_millis(100), b"first".to_vec())
         .await
@@ -302,10 +310,7 @@ async fn schedule_with_id_is_idempotent_while_pending_or_leased() {
     assert_eq!(again, id);
     assert_eq!(queue.pending().await.unwrap(), 1);
 
-    let job = tokio::time::timeout(WAIT, queue.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let job = next(&queue).await;
     assert_eq!(job.payload(), b"first", "the retry changed nothing");
     // While leased, too.
     queue
@@ -320,18 +325,13 @@ async fn schedule_with_id_is_idempotent_while_pending_or_leased() {
         .schedule_with_id("order-42", Duration::ZERO, b"fourth".to_vec())
         .await
         .unwrap();
-    let job = tokio::time::timeout(WAIT, queue.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let job = next(&queue).await;
     assert_eq!(job.payload(), b"fourth");
     job.ack().await.unwrap();
 }
 
-#[tokio::test]
-async fn cancel_only_a_pending_job() {
-    let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_secs(30)).await;
+async fn cancel_only_a_pending_job(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
     let a = queue
         .schedule(Duration::from_millis(200), b"a".to_vec())
         .await
@@ -343,7 +343,7 @@ async fn cancel_only_a_pending_job() {
     assert!(!queue.cancel(&JobId::from("unknown")).await.unwrap());
     assert_eq!(queue.pending().await.unwrap(), 1);
 
-    let job = queue.next().await.unwrap();
+    let job = next(&queue).await;
     assert_eq!(job.id(), &b);
     assert!(
         !queue.cancel(&b).await.unwrap(),
@@ -351,33 +351,32 @@ async fn cancel_only_a_pending_job() {
     );
     job.ack().await.unwrap();
     nothing_delivered_within(&queue, Duration::from_millis(500)).await;
-    assert_eq!(server.job_keys(), "0");
+    store.assert_empty(&queue, &[&a, &b]).await;
 }
 
-#[tokio::test]
-async fn bad_input_is_a_typed_error_and_writes_nothing() {
-    let server = RedisServer::start();
+async fn bad_input_is_a_typed_error_and_writes_nothing(store: Store) {
+    let url = store.url();
     assert!(matches!(
         Queue::connect("not a url", "orders").await,
         Err(Error::InvalidUrl { .. })
     ));
     assert!(matches!(
-        Queue::connect(&server.url(), "").await,
+        Queue::connect(&url, "").await,
         Err(Error::InvalidQueueName { .. })
     ));
     assert!(matches!(
-        Queue::connect(&server.url(), &"q".repeat(201)).await,
+        Queue::connect(&url, &"q".repeat(201)).await,
         Err(Error::InvalidQueueName { .. })
     ));
     assert!(matches!(
-        Queue::connect(&server.url(), "a{b}").await,
+        Queue::connect(&url, "a{b}").await,
         Err(Error::InvalidQueueName { .. })
     ));
     for builder in [
-        Queue::builder(&server.url(), "q").lease(Duration::ZERO),
-        Queue::builder(&server.url(), "q").max_attempts(0),
-        Queue::builder(&server.url(), "q").partitions(0),
-        Queue::builder(&server.url(), "q").command_timeout(Duration::ZERO),
+        Queue::builder(&url, "q").lease(Duration::ZERO),
+        Queue::builder(&url, "q").max_attempts(0),
+        Queue::builder(&url, "q").partitions(0),
+        Queue::builder(&url, "q").command_timeout(Duration::ZERO),
     ] {
         assert!(matches!(
             builder.connect().await,
@@ -385,7 +384,7 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         ));
     }
 
-    let queue = Queue::builder(&server.url(), "orders")
+    let queue = Queue::builder(&url, "orders")
         .max_payload(16)
         .connect()
         .await
@@ -422,7 +421,7 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
             .await,
         Err(Error::InvalidJobId { .. })
     ));
-    assert_eq!(server.job_keys(), "0", "nothing was written");
+    store.assert_empty(&queue, &[]).await;
 
     // A time far in the past is due at once, and binary payloads survive.
     let payload: Vec<u8> = (0..=255).collect::<Vec<u8>>()[..16].to_vec();
@@ -433,37 +432,34 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         )
         .await
         .unwrap();
-    let job = tokio::time::timeout(WAIT, queue.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let job = next(&queue).await;
     assert_eq!(job.id(), &id);
     assert_eq!(job.payload(), &payload[..]);
     job.ack().await.unwrap();
 }
 
-#[tokio::test]
-async fn schedule_many_schedules_every_job() {
-    let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_secs(30)).await;
+async fn schedule_many_schedules_every_job(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
     let ids = queue
-        .schedule_many((0..500).map(|i| (Duration::from_millis(i % 50), format!("{i}"))))
+        .schedule_many((0..2500).map(|i| (Duration::from_millis(i % 50), format!("{i}"))))
         .await
         .unwrap();
-    assert_eq!(ids.len(), 500);
-    assert_eq!(queue.pending().await.unwrap(), 500);
+    assert_eq!(ids.len(), 2500);
+    assert_eq!(queue.pending().await.unwrap(), 2500);
     let mut seen = HashSet::new();
-    for _ in 0..500 {
-        let job = tokio::time::timeout(WAIT, queue.next())
+    while seen.len() < 2500 {
+        let jobs = tokio::time::timeout(WAIT, queue.next_batch(100))
             .await
             .unwrap()
             .unwrap();
-        seen.insert(job.id().clone());
-        job.ack().await.unwrap();
+        for job in &jobs {
+            assert!(seen.insert(job.id().clone()), "delivered twice");
+        }
+        assert!(queue.ack_many(jobs).await.unwrap().is_empty());
     }
     assert_eq!(seen, ids.into_iter().collect());
     // Over the limit: nothing is sent.
-    let small = Queue::builder(&server.url(), "small")
+    let small = Queue::builder(&store.url(), "small")
         .max_payload(4)
         .connect()
         .await
@@ -476,10 +472,291 @@ async fn schedule_many_schedules_every_job() {
         .await
         .is_err());
     assert_eq!(small.pending().await.unwrap(), 0);
+    // With ids: only the new ones count.
+    let new = small
+        .schedule_many_with_ids([
+            ("a", Duration::from_secs(60), b"1".to_vec()),
+            ("b", Duration::from_secs(60), b"2".to_vec()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(new, 2);
+    let new = small
+        .schedule_many_with_ids([
+            ("b", Duration::from_secs(60), b"2".to_vec()),
+            ("c", Duration::from_secs(60), b"3".to_vec()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(new, 1, "b was waiting already");
+    assert_eq!(small.pending().await.unwrap(), 3);
 }
 
-/// The fields the queue's job hash holds for `id`: payload, attempt,
-/// deadline.
+async fn schedule_many_counts_every_delay_from_one_now(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
+    // Over several chunks (1 000 jobs each): equal delays, equal due times.
+    let ids = queue
+        .schedule_many((0..2100).map(|_| (Duration::from_secs(3600), b"x".to_vec())))
+        .await
+        .unwrap();
+    let first = queue.job(&ids[0]).await.unwrap().unwrap().due;
+    let last = queue.job(&ids[2099]).await.unwrap().unwrap().due;
+    assert!(first.is_some());
+    assert_eq!(first, last);
+    let at = SystemTime::now() + Duration::from_secs(7200);
+    let ids = queue.schedule_many_at([(at, b"y".to_vec())]).await.unwrap();
+    let due = queue.job(&ids[0]).await.unwrap().unwrap().due.unwrap();
+    assert!(due >= at && due < at + Duration::from_millis(1));
+}
+
+async fn next_batch_claims_due_jobs_in_due_order(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
+    // Due 30, 10 and 20 s ago: claimed earliest first.
+    let now = SystemTime::now();
+    for (i, ago) in [30u64, 10, 20].into_iter().enumerate() {
+        queue
+            .schedule_many_at([(now - Duration::from_secs(ago), format!("j{i}"))])
+            .await
+            .unwrap();
+    }
+    queue
+        .schedule_with_id("later", Duration::from_secs(3600), b"x".to_vec())
+        .await
+        .unwrap();
+    let jobs = tokio::time::timeout(WAIT, queue.next_batch(10))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(jobs.len(), 3, "only the due ones");
+    let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload()).collect();
+    assert_eq!(payloads, [&b"j0"[..], b"j2", b"j1"], "in due order");
+    assert!(queue.ack_many(jobs).await.unwrap().is_empty());
+    assert_eq!(queue.pending().await.unwrap(), 1);
+}
+
+async fn ack_many_acks_all_and_names_the_lost(store: Store) {
+    let queue = store.queue(Duration::from_millis(300), 3).await;
+    let other = store.queue(Duration::from_secs(30), 3).await;
+    queue
+        .schedule_many((0..5).map(|_| (Duration::ZERO, b"x".to_vec())))
+        .await
+        .unwrap();
+    let jobs = tokio::time::timeout(WAIT, async {
+        let mut jobs = Vec::new();
+        while jobs.len() < 5 {
+            jobs.extend(queue.next_batch(5 - jobs.len()).await.unwrap());
+        }
+        jobs
+    })
+    .await
+    .unwrap();
+    // Their leases run out and another worker takes them over.
+    let mut taken = Vec::new();
+    while taken.len() < 5 {
+        taken.extend(
+            tokio::time::timeout(WAIT, other.next_batch(5))
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let lost = queue.ack_many(jobs).await.unwrap();
+    assert_eq!(lost.len(), 5, "every stale ack is refused");
+    assert_eq!(other.leased().await.unwrap(), 5, "and changed nothing");
+    assert!(other.ack_many(taken).await.unwrap().is_empty());
+    store.assert_empty(&other, &[]).await;
+}
+
+async fn release_hands_a_job_back_at_once_without_counting_the_attempt(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
+    let id = queue
+        .schedule(Duration::ZERO, b"x".to_vec())
+        .await
+        .unwrap();
+    let job = next(&queue).await;
+    let deadline = job.deadline();
+    job.release().await.unwrap();
+    let again = tokio::time::timeout(Duration::from_secs(2), queue.next())
+        .await
+        .expect("released jobs are due at once, not after the lease")
+        .unwrap();
+    assert_eq!(again.id(), &id);
+    assert_eq!(again.attempt(), 1, "a release does not count");
+    assert_eq!(again.deadline(), deadline);
+    again.ack().await.unwrap();
+}
+
+async fn extend_lease_and_keep_alive_hold_a_job_past_its_lease(store: Store) {
+    let lease = Duration::from_millis(400);
+    let queue = store.queue(lease, 3).await;
+    let other = store.queue(lease, 3).await;
+    queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
+    let job = next(&queue).await;
+    job.extend_lease(Duration::from_secs(2)).await.unwrap();
+    nothing_delivered_within(&other, Duration::from_millis(800)).await;
+    // keep_alive renews every third of a lease while the work runs.
+    job.extend_lease(lease).await.unwrap();
+    let worked = job
+        .keep_alive(tokio::time::sleep(lease * 3))
+        .await;
+    assert!(worked.is_ok(), "{worked:?}");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), other.next())
+            .await
+            .is_err(),
+        "still held"
+    );
+    assert!(matches!(
+        job.extend_lease(Duration::ZERO).await,
+        Err(Error::InvalidConfig { .. })
+    ));
+    job.ack().await.unwrap();
+}
+
+async fn fail_and_bury_record_why(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 2).await;
+    let id = queue
+        .schedule(Duration::ZERO, b"x".to_vec())
+        .await
+        .unwrap();
+    let job = next(&queue).await;
+    assert_eq!(
+        job.retry_after_with_reason(Duration::ZERO, "flaky").await.unwrap(),
+        Fate::Retried
+    );
+    let info = queue.job(&id).await.unwrap().unwrap();
+    assert_eq!(info.state, JobState::Waiting);
+    assert_eq!(info.last_error.as_deref(), Some("flaky"));
+    let job = next(&queue).await;
+    assert_eq!(job.attempt(), 2);
+    assert_eq!(job.fail("still broken").await.unwrap(), Fate::Dead);
+    let dead = queue.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].id, id);
+    assert_eq!(dead[0].attempts, 2);
+    assert_eq!(dead[0].payload_len, 1);
+    assert_eq!(dead[0].last_error.as_deref(), Some("still broken"));
+
+    let other = queue
+        .schedule(Duration::ZERO, b"yy".to_vec())
+        .await
+        .unwrap();
+    next(&queue).await.bury("bad payload").await.unwrap();
+    let info = queue.job(&other).await.unwrap().unwrap();
+    assert_eq!(info.state, JobState::Dead);
+    assert_eq!(info.last_error.as_deref(), Some("bad payload"));
+    assert_eq!(info.attempts, 1);
+    assert_eq!(queue.purge_all().await.unwrap(), 2);
+    store.assert_empty(&queue, &[&id, &other]).await;
+}
+
+async fn close_fails_waiting_calls_and_shutdown_waits_for_jobs_out(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
+    let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
+    let job = next(&queue).await;
+    let waiting = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.next().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    queue.close();
+    assert!(queue.is_closed());
+    let waited = tokio::time::timeout(WAIT, waiting).await.unwrap().unwrap();
+    assert!(matches!(waited, Err(Error::Closed)), "{waited:?}");
+    assert!(matches!(queue.next().await, Err(Error::Closed)));
+    // shutdown waits for the job out; dropped after close, it is released.
+    let shutdown = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.shutdown().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!shutdown.is_finished(), "a job is still out");
+    drop(job);
+    tokio::time::timeout(WAIT, shutdown).await.unwrap().unwrap();
+    let other = store.queue(Duration::from_secs(30), 3).await;
+    let again = tokio::time::timeout(Duration::from_secs(2), other.next())
+        .await
+        .expect("released at once")
+        .unwrap();
+    assert_eq!((again.id(), again.attempt()), (&id, 1));
+    again.ack().await.unwrap();
+}
+
+async fn operator_calls_see_and_change_every_state(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 1).await;
+    let later = queue
+        .schedule_with_id("later", Duration::from_secs(3600), b"waiting".to_vec())
+        .await
+        .unwrap();
+    let due = queue
+        .schedule_with_id("due", Duration::ZERO, b"due".to_vec())
+        .await
+        .unwrap();
+    // Due "now" by the store's clock: within a millisecond (never early).
+    eventually("the job is due", WAIT, || async {
+        queue.stats().await.unwrap().due_now == 1
+    })
+    .await;
+    let stats = queue.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.due_now, stats.leased, stats.dead), (2, 1, 0, 0));
+    assert!(stats.earliest_due.is_some());
+    let page = queue.list(Listing::Waiting, 0, 10).await.unwrap();
+    assert_eq!(page.total, 2);
+    let listed: Vec<&str> = page.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(listed, ["due", "later"], "earliest first");
+    assert_eq!(queue.list(Listing::Due, 0, 10).await.unwrap().total, 1);
+    assert!(matches!(
+        queue.list(Listing::Waiting, 0, 0).await,
+        Err(Error::InvalidConfig { .. })
+    ));
+
+    let job = next(&queue).await;
+    assert_eq!(job.id(), &due);
+    let leased = queue.list(Listing::Leased, 0, 10).await.unwrap();
+    assert_eq!(leased.jobs.len(), 1);
+    assert_eq!(leased.jobs[0].payload_preview, b"due");
+    let info = queue.job(&due).await.unwrap().unwrap();
+    assert_eq!(info.state, JobState::Leased);
+    assert!(info.lease_expiry.is_some());
+    drop(job);
+
+    assert!(queue.promote(&later).await.unwrap());
+    assert!(!queue.promote(&JobId::from("nope")).await.unwrap());
+    let job = next(&queue).await;
+    assert_eq!(job.id(), &later, "promoted: due now");
+    job.bury("no").await.unwrap();
+    let dead = queue.list(Listing::Dead, 0, 10).await.unwrap();
+    assert_eq!(dead.total, 1);
+    assert_eq!(queue.requeue_all().await.unwrap(), 1);
+    assert_eq!(queue.stats().await.unwrap().pending, 1);
+    let job = next(&queue).await;
+    job.bury("again").await.unwrap();
+    assert!(queue.purge(&later).await.unwrap());
+    assert!(!queue.purge(&later).await.unwrap());
+    assert!(queue.lateness().await.unwrap().total() >= 1);
+}
+
+async fn handles_connected_separately_share_the_queue_and_its_wake_ups(store: Store) {
+    let a = store.queue(Duration::from_secs(30), 3).await;
+    let b = store.queue(Duration::from_secs(30), 3).await;
+    let waiting = tokio::spawn(async move { b.next().await.map(|job| (job.id().clone(), b)) });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let id = a
+        .schedule(Duration::from_millis(200), b"x".to_vec())
+        .await
+        .unwrap();
+    let (got, b) = tokio::time::timeout(WAIT, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, id);
+    assert_eq!(a.leased().await.unwrap(), 1);
+    drop(b);
+}
+
+// ---- Redis only: the key layout behind the contract ----
+
 async fn stored(server: &RedisServer, id: &JobId) -> [bool; 3] {
     support::stored_fields(server, "orders", id.as_str())
 }
@@ -491,7 +768,7 @@ async fn stored(server: &RedisServer, id: &JobId) -> [bool; 3] {
 #[tokio::test]
 async fn a_waiting_job_stores_only_its_payload_and_keeps_its_deadline() {
     let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_millis(300)).await;
+    let queue = support::queue(&server, Duration::from_millis(300), 3).await;
     let due_at = SystemTime::now() + Duration::from_millis(150);
     let id = queue
         .schedule_at(due_at, b"order 7".to_vec())
@@ -522,7 +799,7 @@ async fn a_waiting_job_stores_only_its_payload_and_keeps_its_deadline() {
 #[tokio::test]
 async fn retried_and_requeued_jobs_keep_the_waiting_layout() {
     let server = RedisServer::start();
-    let queue = queue(&server, Duration::from_secs(30)).await;
+    let queue = support::queue(&server, Duration::from_secs(30), 3).await;
     let id = queue
         .schedule(Duration::ZERO, b"order 8".to_vec())
         .await

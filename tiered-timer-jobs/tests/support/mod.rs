@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+#[path = "backend.rs"]
+pub mod backend;
 #[path = "cluster_join.rs"]
 mod cluster_join;
 
