@@ -7,8 +7,9 @@
 //! cargo run -p tiered-timer-ttr -- serve --sample-every 2s
 //! ```
 //!
-//! Arguments: the Redis URL (default `redis://127.0.0.1:6379/`) and how
-//! many seconds to run (default 120).
+//! Arguments: the Redis URL (default `redis://127.0.0.1:6379/`; or an
+//! embedded store, `file:///tmp/jobs`) and how many seconds to run
+//! (default 120).
 
 use std::time::Duration;
 
@@ -27,7 +28,12 @@ async fn main() -> Result<(), tiered_timer_jobs::Error> {
         .max_attempts(3)
         .connect()
         .await?;
-    let mail = Queue::builder(&url, "mail").partitions(3).connect().await?;
+    // Partitions are Redis' (an embedded store has one per queue).
+    let partitions = if url.starts_with("file://") { 1 } else { 3 };
+    let mail = Queue::builder(&url, "mail")
+        .partitions(partitions)
+        .connect()
+        .await?;
     let reports = Queue::connect(&url, "reports").await?;
 
     // Reports: a backlog due over the next hours, nobody working on it.
