@@ -1,6 +1,18 @@
-//! Durable delayed jobs on Redis: schedule and cancel that outlive the
-//! process, shared by many workers, delivered at least once, never early
-//! by Redis' clock, and with nothing polled while nothing is due.
+//! Durable delayed jobs: schedule and cancel that outlive the process,
+//! delivered at least once, never early, and with nothing polled while
+//! nothing is due. Two backends behind one API, picked by the URL given to
+//! [`Queue::connect`] / [`Queue::builder`]:
+//!
+//! * `file:///var/lib/shop/jobs`: the **embedded store** (feature
+//!   `embedded`), for a service that is one process on one host: an
+//!   fsync'd delay log in local files, nothing to install (see
+//!   [The embedded store](#the-embedded-store));
+//! * `redis://`, `rediss://`, `redis+unix://`: **Redis** (feature `redis`),
+//!   shared by many workers in many processes, never early by Redis' clock.
+//!
+//! Both features are on by default. The contract below is written for
+//! Redis; the embedded store keeps it on one host, with the host's wall
+//! clock in place of Redis' `TIME`.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -148,6 +160,21 @@
 //! partition has its own chain of batons, and a worker waits on all of
 //! them (one `BZPOPMIN` over all markers on one Redis, one per partition
 //! on a cluster, so a dead node stops only its own partitions).
+//!
+//! # The embedded store
+//!
+//! A store is a directory, locked by one process at a time (a second
+//! process gets [`Error::Locked`]); inside that process any number of
+//! [`Queue`]s connected to it share it. Each queue is an append-only delay
+//! log of checksummed records, written and `fdatasync`'d before a call
+//! returns `Ok` (concurrent calls share one write and one sync: group
+//! commit), replayed on open into an in-memory index on `tiered-timer`'s
+//! own wheel; payloads stay on disk until a job is claimed. A torn last
+//! write is cut off on open; other damage is [`Error::Corrupt`] with the
+//! file and offset; a full disk is [`Error::DiskFull`], nothing written.
+//! Leases are not logged: on open, every job that was leased is due again,
+//! its delivery counted. [`Builder::partitions`], [`Builder::cluster`] and
+//! [`Builder::replicas`] are Redis' ([`Error::Unsupported`] here).
 //!
 //! # Tracing
 //!

@@ -89,13 +89,16 @@ impl Drop for Inner {
     }
 }
 
-/// A durable queue of delayed jobs on Redis.
+/// A durable queue of delayed jobs, in an embedded store (`file://`) or
+/// on Redis.
 ///
 /// Cheap to clone (an `Arc`); clones share one connection and one waker
-/// (see [`next`](Queue::next)). Any number of processes may open the same queue (same
-/// Redis, same name, same [`partitions`](Builder::partitions)): each due
-/// job is delivered to exactly one of their [`next`](Queue::next) calls at a
-/// time.
+/// (see [`next`](Queue::next)). On Redis any number of processes may open
+/// the same queue (same Redis, same name, same
+/// [`partitions`](Builder::partitions)); an embedded store is one
+/// process's, shared by every `Queue` connected to it in that process.
+/// Either way each due job is delivered to exactly one
+/// [`next`](Queue::next) call at a time.
 ///
 /// # Examples
 ///
@@ -189,6 +192,8 @@ impl Builder {
     /// How long a call waits for Redis before it returns [`Error::Timeout`]
     /// (also the connect timeout: a refused connection is an error at
     /// once, a silent one after this long). Default 5 s.
+    ///
+    /// Redis only; accepted and ignored on a `file://` store.
     pub fn command_timeout(mut self, timeout: Duration) -> Builder {
         self.command_timeout = timeout;
         self
@@ -206,6 +211,8 @@ impl Builder {
     /// for longer than this is pinged before it is used. Every connection
     /// also has TCP keepalive probes after this much silence and a
     /// `TCP_USER_TIMEOUT` of this long, for peers that vanish.
+    ///
+    /// Redis only; accepted and ignored on a `file://` store.
     pub fn health_check(mut self, every: Duration) -> Builder {
         self.health_check = every;
         self
@@ -222,6 +229,8 @@ impl Builder {
     /// Costs one more command and one replication round trip per write.
     /// With `n` at least 1 and one replica per master, a write that
     /// returned `Ok` survives the failover of its master to that replica.
+    /// Redis only: above 0 it is [`Error::Unsupported`] on a `file://`
+    /// store (whose writes are on its disk before they return).
     pub fn replicas(mut self, n: u32) -> Builder {
         self.replicas = n;
         self
@@ -243,6 +252,9 @@ impl Builder {
     /// while it waits its turn; one that no call takes within half its
     /// lease is released, and so are all of them on [`Queue::close`] or
     /// when the last handle is dropped. Leave it at 0 for long jobs.
+    ///
+    /// Redis only (it saves round trips); accepted and ignored on a
+    /// `file://` store, whose claims are in-process.
     pub fn prefetch(mut self, jobs: usize) -> Builder {
         self.prefetch = jobs;
         self
@@ -255,6 +267,9 @@ impl Builder {
     /// (`ttr`) pass `false`, so that looking at a name does not make a
     /// queue appear. (Such a handle records the queue at its first
     /// successful schedule instead.)
+    ///
+    /// Redis only; accepted and ignored on a `file://` store, where a
+    /// queue is its log file.
     pub fn register(mut self, register: bool) -> Builder {
         self.register = register;
         self
@@ -263,14 +278,16 @@ impl Builder {
     /// Spreads the queue over `n` hash tags (`{name#0}` .. `{name#n-1}`),
     /// so over the nodes of a Redis Cluster. Every process using the queue
     /// must use the same `n`: a job's partition is a hash of its id modulo
-    /// `n`. Default 1 (one tag, `{name}`). At most 1024.
+    /// `n`. Default 1 (one tag, `{name}`). At most 1024. Redis only: other
+    /// than 1 it is [`Error::Unsupported`] on a `file://` store.
     pub fn partitions(mut self, n: u32) -> Builder {
         self.partitions = n;
         self
     }
 
     /// Connects to a Redis Cluster, with the URL as a seed node, instead of
-    /// a single Redis.
+    /// a single Redis. Redis only: [`Error::Unsupported`] on a `file://`
+    /// store.
     pub fn cluster(mut self) -> Builder {
         self.cluster = true;
         self
@@ -417,8 +434,9 @@ impl Builder {
 }
 
 impl Queue {
-    /// Connects to the queue `name` on the Redis at `url`, with the default
-    /// settings (see [`Builder`]).
+    /// Connects to the queue `name` at `url` (an embedded store's
+    /// `file://` directory, or a Redis; see [`builder`](Queue::builder)),
+    /// with the default settings (see [`Builder`]).
     ///
     /// # Errors
     ///
@@ -427,8 +445,11 @@ impl Queue {
         Queue::builder(url, name).connect().await
     }
 
-    /// Settings for the queue `name` on the Redis at `url`
-    /// (`redis://host:port/db`, `rediss://`, `redis+unix://`).
+    /// Settings for the queue `name` at `url`: an embedded store's
+    /// directory (`file:///var/lib/app/jobs`, or `file://rel/dir` relative
+    /// to the working directory; the queue's name is then a file name, no
+    /// `/`), or a Redis (`redis://host:port/db`, `rediss://`,
+    /// `redis+unix://`).
     pub fn builder(url: &str, name: &str) -> Builder {
         Builder {
             url: url.to_owned(),
