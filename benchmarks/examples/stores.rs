@@ -161,7 +161,11 @@ async fn lateness(url: &str, name: &str, secs: u64) -> (f64, f64, f64, usize) {
                 loop {
                     let job = queue.next().await.unwrap();
                     let at = now_us();
-                    let due = job.deadline().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
+                    let due = job
+                        .deadline()
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap()
+                        .as_micros() as u64;
                     seen.lock().unwrap().push(at as i64 - due as i64);
                     job.ack().await.unwrap();
                 }
@@ -178,7 +182,12 @@ async fn lateness(url: &str, name: &str, secs: u64) -> (f64, f64, f64, usize) {
     late.sort_unstable();
     let pick = |p: f64| late[((late.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
     let early = late.iter().filter(|&&l| l < 0).count();
-    (pick(0.5), pick(0.99), *late.last().unwrap() as f64 / 1000.0, early)
+    (
+        pick(0.5),
+        pick(0.99),
+        *late.last().unwrap() as f64 / 1000.0,
+        early,
+    )
 }
 
 /// The child process: opens the store at `url` and reports how long that
@@ -219,11 +228,13 @@ async fn reopen(dir: &Dir, n: usize) -> (f64, f64) {
     let line = text
         .lines()
         .find(|l| l.starts_with("REOPEN "))
-        .unwrap_or_else(|| panic!("the child said: {text} {}", String::from_utf8_lossy(&out.stderr)));
-    let fields: Vec<f64> = line[7..]
-        .split(' ')
-        .map(|f| f.parse().unwrap())
-        .collect();
+        .unwrap_or_else(|| {
+            panic!(
+                "the child said: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let fields: Vec<f64> = line[7..].split(' ').map(|f| f.parse().unwrap()).collect();
     assert_eq!(fields[1] as usize, n / 1000 * 1000, "every job is back");
     (fields[0], fields[2])
 }
@@ -239,7 +250,11 @@ async fn redis_memory(url: &str, n: usize) -> f64 {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
     };
-    let before: String = redis::cmd("INFO").arg("memory").query_async(&mut conn).await.unwrap();
+    let before: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     let queue = connect(url, "bench-memory").await;
     for _ in 0..n / 1000 {
         queue
@@ -247,16 +262,28 @@ async fn redis_memory(url: &str, n: usize) -> f64 {
             .await
             .unwrap();
     }
-    let after: String = redis::cmd("INFO").arg("memory").query_async(&mut conn).await.unwrap();
+    let after: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     let per = (used(after) as f64 - used(before) as f64) / (n / 1000 * 1000) as f64;
-    let _: () = redis::cmd("FLUSHALL").arg("ASYNC").query_async(&mut conn).await.unwrap();
+    let _: () = redis::cmd("FLUSHALL")
+        .arg("ASYNC")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     per - PAYLOAD as f64
 }
 
 async fn flush(url: &str) {
     let client = redis::Client::open(url).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("FLUSHALL").arg("ASYNC").query_async(&mut conn).await.unwrap();
+    let _: () = redis::cmd("FLUSHALL")
+        .arg("ASYNC")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
 }
 
 #[tokio::main]
@@ -308,9 +335,7 @@ async fn main() {
 
     println!("| measure (target) | embedded (`file://`, fsync'd) | Redis (no persistence) |");
     println!("|---|---:|---:|");
-    println!(
-        "| `schedule` one by one, 64 tasks (≥ 20 000/s) | {e_one:.0}/s | {r_one:.0}/s |"
-    );
+    println!("| `schedule` one by one, 64 tasks (≥ 20 000/s) | {e_one:.0}/s | {r_one:.0}/s |");
     println!("| `schedule_many` by 1 000 (≥ 200 000/s) | {e_many:.0}/s | {r_many:.0}/s |");
     let show = |(p50, p99, max, early): (f64, f64, f64, usize)| {
         format!("p50 {p50:.2} / p99 {p99:.2} / max {max:.2} ms, {early} early")

@@ -228,16 +228,21 @@ async fn main() {
 /// Worker C, and how to stop it.
 enum WorkerC {
     Process(Child, Lines<BufReader<ChildStdout>>),
-    Task(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>),
+    Task(
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ),
 }
 
 impl WorkerC {
     async fn stop(self, say: impl Fn(String)) {
         match self {
             WorkerC::Process(mut c, lines) => {
-                say("worker C: still holds order-2 after 4/3 of a lease (kept alive); \
+                say(
+                    "worker C: still holds order-2 after 4/3 of a lease (kept alive); \
                      pressing Ctrl-C (SIGINT)"
-                    .into());
+                        .into(),
+                );
                 let status = Command::new("kill")
                     .args(["-INT", &c.id().to_string()])
                     .status()
@@ -249,8 +254,10 @@ impl WorkerC {
                 c.wait().unwrap();
             }
             WorkerC::Task(stop, task) => {
-                say("worker C: still holds order-2 after 4/3 of a lease (kept alive); stopping it"
-                    .into());
+                say(
+                    "worker C: still holds order-2 after 4/3 of a lease (kept alive); stopping it"
+                        .into(),
+                );
                 let _ = stop.send(());
                 task.await.unwrap();
             }
@@ -278,7 +285,10 @@ fn processes_a_and_c(url: &str, say: impl Fn(String)) -> WorkerC {
 }
 
 /// Workers A and C as tasks of this process (the embedded store).
-async fn in_process_a_and_c(url: &str, say: impl Fn(String) + Copy + Send + Sync + 'static) -> WorkerC {
+async fn in_process_a_and_c(
+    url: &str,
+    say: impl Fn(String) + Copy + Send + Sync + 'static,
+) -> WorkerC {
     say("worker A: starting (a task)".into());
     let (held_tx, held_rx) = tokio::sync::oneshot::channel();
     let held_tx = std::sync::Mutex::new(Some(held_tx));

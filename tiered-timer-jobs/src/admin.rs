@@ -17,17 +17,23 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+#[cfg(feature = "redis")]
 use redis::Value;
 
 use crate::error::Error;
 use crate::human;
 use crate::job::JobId;
+#[cfg(feature = "redis")]
 use crate::keys::Keys;
-use crate::queue::{arg, parse, Inner, Queue};
+#[cfg(feature = "redis")]
+use crate::queue::{arg, parse, Inner};
+use crate::queue::{Backend, Queue};
+#[cfg(feature = "redis")]
 use crate::scripts;
 
 /// How many dead letters one `requeue_all` / `purge_all` script moves, or
 /// one `dead_letters` script lists.
+#[cfg(feature = "redis")]
 const BATCH: usize = 500;
 
 /// A snapshot of a queue (or of one of its partitions), by Redis' clock,
@@ -264,10 +270,16 @@ impl Queue {
     /// # }
     /// ```
     pub async fn stats(&self) -> Result<Stats, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return local.stats();
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.stats(),
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.stats_redis().await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn stats_redis(&self) -> Result<Stats, Error> {
         let mut partitions = Vec::with_capacity(self.inner.redis().partitions.len());
         for (p, keys) in self.inner.redis().partitions.iter().enumerate() {
             let reply: Vec<i64> = self
@@ -306,10 +318,16 @@ impl Queue {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return local.dead_letters(limit).await;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.dead_letters(limit).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.dead_letters_redis(limit).await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn dead_letters_redis(&self, limit: usize) -> Result<Vec<DeadLetter>, Error> {
         let mut all = Vec::new();
         for (p, keys) in self.inner.redis().partitions.iter().enumerate() {
             // This partition's newest `limit`, a page of BATCH at a time.
@@ -356,10 +374,16 @@ impl Queue {
     /// # }
     /// ```
     pub async fn requeue(&self, id: &JobId) -> Result<bool, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return local.requeue(id).await;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.requeue(id).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.requeue_redis(id).await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn requeue_redis(&self, id: &JobId) -> Result<bool, Error> {
         crate::keys::check_job_id(id.as_str())?;
         let keys = self.inner.keys_of(id);
         let moved: i64 = self
@@ -391,10 +415,16 @@ impl Queue {
     /// # }
     /// ```
     pub async fn requeue_all(&self) -> Result<u64, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return local.requeue_all().await;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.requeue_all().await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.requeue_all_redis().await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn requeue_all_redis(&self) -> Result<u64, Error> {
         self.in_batches(&scripts::REQUEUE_ALL_SCRIPT, |_| {
             vec![arg(&BATCH.to_string())]
         })
@@ -419,10 +449,16 @@ impl Queue {
     /// # }
     /// ```
     pub async fn purge(&self, id: &JobId) -> Result<bool, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return local.purge(id).await;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.purge(id).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.purge_redis(id).await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn purge_redis(&self, id: &JobId) -> Result<bool, Error> {
         crate::keys::check_job_id(id.as_str())?;
         let keys = self.inner.keys_of(id);
         let removed: i64 = self
@@ -451,10 +487,16 @@ impl Queue {
     /// # }
     /// ```
     pub async fn purge_all(&self) -> Result<u64, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return local.purge_all().await;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.purge_all().await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.purge_all_redis().await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn purge_all_redis(&self) -> Result<u64, Error> {
         self.in_batches(&scripts::PURGE_ALL_SCRIPT, |_| {
             vec![arg(&BATCH.to_string())]
         })
@@ -465,6 +507,7 @@ impl Queue {
     /// batch, or has handled as many dead letters as the partition held
     /// when it began (so jobs that die again as fast as they are requeued
     /// cannot keep it going); returns the sum of what it reported.
+    #[cfg(feature = "redis")]
     async fn in_batches(
         &self,
         script: &redis::Script,
@@ -489,6 +532,7 @@ impl Queue {
 
 /// Appends one partition's dead letters from the list script's reply;
 /// returns how many.
+#[cfg(feature = "redis")]
 fn dead_from_reply(
     partition: u32,
     reply: Vec<Value>,
@@ -527,6 +571,16 @@ pub(crate) fn at_ms(ms: i64) -> Option<SystemTime> {
     Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
 }
 
+#[cfg(not(feature = "redis"))]
+pub(crate) fn unexpected_reply(what: &str) -> Error {
+    Error::Io {
+        path: std::path::PathBuf::new(),
+        doing: format!("reading {what}"),
+        source: std::io::Error::other("unexpected reply"),
+    }
+}
+
+#[cfg(feature = "redis")]
 pub(crate) fn unexpected_reply(what: &str) -> Error {
     Error::Redis(redis::RedisError::from((
         redis::ErrorKind::UnexpectedReturnType,

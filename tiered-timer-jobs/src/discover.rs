@@ -17,11 +17,14 @@
 //! * On a cluster only the registry is read (a scan would have to visit
 //!   every node).
 
+#[cfg(feature = "redis")]
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::error::Error;
+#[cfg(feature = "redis")]
 use crate::keys::{check_queue_name, QUEUES};
+#[cfg(feature = "redis")]
 use crate::queue::Inner;
 
 /// A queue found by [`find_queues`].
@@ -91,6 +94,27 @@ pub async fn find_queues(
     if url.starts_with("file://") {
         return local_queues(url);
     }
+    redis_queues(url, cluster, timeout).await
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis_queues(
+    url: &str,
+    _cluster: bool,
+    _timeout: Duration,
+) -> Result<Vec<QueueInfo>, Error> {
+    Err(Error::InvalidUrl {
+        reason: format!("{url}: only file:// URLs without the crate's `redis` feature"),
+    })
+}
+
+/// [`find_queues`] on a Redis.
+#[cfg(feature = "redis")]
+async fn redis_queues(
+    url: &str,
+    cluster: bool,
+    timeout: Duration,
+) -> Result<Vec<QueueInfo>, Error> {
     let invalid = |e: redis::RedisError| Error::InvalidUrl {
         reason: e.to_string(),
     };
@@ -160,6 +184,7 @@ pub async fn find_queues(
 }
 
 /// Registered counts win over counts guessed from keys.
+#[cfg(feature = "redis")]
 fn add_registered(found: &mut BTreeMap<String, QueueInfo>, registry: Vec<(String, u32)>) {
     for (name, partitions) in registry {
         if check_queue_name(&name).is_err() || !(1..=1024).contains(&partitions) {
@@ -178,6 +203,7 @@ fn add_registered(found: &mut BTreeMap<String, QueueInfo>, registry: Vec<(String
 
 /// The queue name and partition (`None`: a queue of one partition) of a
 /// queue's key, `ttr:{name}:what` or `ttr:{name#p}:what`.
+#[cfg(feature = "redis")]
 fn tag_of(key: &str) -> Option<(&str, Option<u32>)> {
     let rest = key.strip_prefix("ttr:{")?;
     let (tag, what) = rest.split_once('}')?;
@@ -190,6 +216,7 @@ fn tag_of(key: &str) -> Option<(&str, Option<u32>)> {
     Some((name, partition))
 }
 
+#[cfg(feature = "redis")]
 async fn within<T>(
     timeout: Duration,
     future: impl std::future::Future<Output = redis::RedisResult<T>>,
@@ -233,11 +260,16 @@ fn local_queues(url: &str) -> Result<Vec<QueueInfo>, Error> {
     })
 }
 
+#[cfg(feature = "redis")]
 impl Inner {
     /// Writes this queue's partition count to the registry, once per
     /// handle; a failure is only traced (the next schedule tries again).
     pub(crate) async fn register(&self) {
-        if self.redis().registered.load(std::sync::atomic::Ordering::Relaxed) {
+        if self
+            .redis()
+            .registered
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
             return;
         }
         let partitions = self.redis().partitions.len();
@@ -259,7 +291,7 @@ impl Inner {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "redis"))]
 mod tests {
     use super::*;
 

@@ -79,6 +79,7 @@ pub enum Error {
     /// Redis returned an error, or the connection failed (a refused
     /// connection is reported at once, with the operating system's
     /// reason).
+    #[cfg(feature = "redis")]
     Redis(redis::RedisError),
     /// The queue's partition count, recorded in Redis at its first
     /// connect, is not the one this handle was built with
@@ -185,6 +186,7 @@ impl fmt::Display for Error {
                     "Redis did not answer within the command timeout of {after:?}"
                 )
             }
+            #[cfg(feature = "redis")]
             Error::Redis(error) => write!(f, "Redis error: {error}"),
             Error::PartitionMismatch {
                 queue,
@@ -239,6 +241,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
+            #[cfg(feature = "redis")]
             Error::Redis(error) => Some(error),
             Error::Io { source, .. } => Some(source),
             _ => None,
@@ -246,6 +249,7 @@ impl std::error::Error for Error {
     }
 }
 
+#[cfg(feature = "redis")]
 impl From<redis::RedisError> for Error {
     fn from(error: redis::RedisError) -> Error {
         Error::Redis(error)

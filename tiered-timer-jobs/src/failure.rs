@@ -33,7 +33,10 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::job::{Job, JobId};
-use crate::queue::{arg, millis_up, Inner, MAX_DEADLINE_MS};
+#[cfg(feature = "redis")]
+use crate::queue::arg;
+use crate::queue::{millis_up, Backend, Inner, MAX_DEADLINE_MS};
+#[cfg(feature = "redis")]
 use crate::scripts;
 
 /// The longest reason kept, in bytes; a longer one is cut at a character
@@ -235,6 +238,7 @@ impl Job {
 
 impl Inner {
     /// Runs the fail script: 1 rescheduled, 2 buried, 0 lease lost.
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
     async fn fail(
         &self,
         partition: u32,
@@ -250,27 +254,32 @@ impl Inner {
         if delay > MAX_DEADLINE_MS / 2 {
             return Err(Error::InvalidDeadline);
         }
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.local() {
-            let bury = action == "b";
-            return local
-                .fail(id, token, bury, delay, self.max_attempts, &reason)
-                .await;
+        match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => {
+                let bury = action == "b";
+                local
+                    .fail(id, token, bury, delay, self.max_attempts, &reason)
+                    .await
+            }
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let keys = &self.redis().partitions[partition as usize];
+                self.eval(
+                    &scripts::FAIL_SCRIPT,
+                    keys,
+                    vec![
+                        arg(id.as_str()),
+                        arg(token),
+                        arg(action),
+                        arg(&delay.to_string()),
+                        arg(&self.max_attempts.to_string()),
+                        reason.into_bytes(),
+                    ],
+                )
+                .await
+            }
         }
-        let keys = &self.redis().partitions[partition as usize];
-        self.eval(
-            &scripts::FAIL_SCRIPT,
-            keys,
-            vec![
-                arg(id.as_str()),
-                arg(token),
-                arg(action),
-                arg(&delay.to_string()),
-                arg(&self.max_attempts.to_string()),
-                reason.into_bytes(),
-            ],
-        )
-        .await
     }
 }
 

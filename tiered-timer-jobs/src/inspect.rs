@@ -14,16 +14,23 @@
 //!   due time, and wakes waiters as scheduling does.
 
 use std::fmt;
+#[cfg(feature = "redis")]
 use std::sync::LazyLock;
 use std::time::SystemTime;
 
+#[cfg(feature = "redis")]
 use redis::{Script, Value};
 
+#[cfg(feature = "redis")]
 use crate::admin::{at_ms, unexpected_reply};
 use crate::error::Error;
 use crate::job::JobId;
+#[cfg(feature = "redis")]
 use crate::keys::check_job_id;
-use crate::queue::{arg, parse, Queue};
+#[cfg(feature = "redis")]
+use crate::queue::{arg, parse};
+use crate::queue::{Backend, Queue};
+#[cfg(feature = "redis")]
 use crate::scripts;
 
 /// The most jobs one [`Queue::list`] returns.
@@ -33,14 +40,19 @@ pub const MAX_PAGE: usize = 1_000;
 pub const PREVIEW: usize = 64;
 /// On a queue of several partitions, a page must end within this many
 /// jobs: each partition is read from its start up to the page's end.
+#[cfg(feature = "redis")]
 const MAX_PARTITIONED_END: usize = 10_000;
 /// How many rows one list script reads on a partitioned queue.
+#[cfg(feature = "redis")]
 const BATCH: usize = 500;
 
+#[cfg(feature = "redis")]
 static INSPECT_JOB: LazyLock<Script> =
     LazyLock::new(|| scripts::script(&[include_str!("lua/inspect_job.lua")]));
+#[cfg(feature = "redis")]
 static LIST_JOBS: LazyLock<Script> =
     LazyLock::new(|| scripts::script(&[include_str!("lua/list_jobs.lua")]));
+#[cfg(feature = "redis")]
 static PROMOTE: LazyLock<Script> =
     LazyLock::new(|| scripts::script(&[include_str!("lua/promote.lua")]));
 
@@ -280,14 +292,21 @@ impl Queue {
     /// # }
     /// ```
     pub async fn job(&self, id: &JobId) -> Result<Option<JobInfo>, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return local.job(id).await;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.job(id).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.job_redis(id).await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn job_redis(&self, id: &JobId) -> Result<Option<JobInfo>, Error> {
         check_job_id(id.as_str())?;
         let inner = &self.inner;
         let keys = inner.keys_of(id);
-        let partition = crate::keys::partition_of(id.as_str(), inner.redis().partitions.len() as u32);
+        let partition =
+            crate::keys::partition_of(id.as_str(), inner.redis().partitions.len() as u32);
         let reply: Vec<Value> = inner
             .eval(&INSPECT_JOB, keys, vec![arg(id.as_str())])
             .await?;
@@ -361,10 +380,21 @@ impl Queue {
                 reason: "a page holds 1 to 1000 jobs",
             });
         }
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return local.list(listing, offset, limit).await;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.list(listing, offset, limit).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.list_redis(listing, offset, limit).await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn list_redis(
+        &self,
+        listing: Listing,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Page, Error> {
         let partitions = &self.inner.redis().partitions;
         if partitions.len() == 1 {
             let (now, total, jobs) = self.list_partition(listing, 0, offset, limit).await?;
@@ -417,6 +447,7 @@ impl Queue {
 
     /// One list script on one partition: Redis' now, the listing's total
     /// there, and the page.
+    #[cfg(feature = "redis")]
     async fn list_partition(
         &self,
         listing: Listing,
@@ -484,10 +515,16 @@ impl Queue {
     /// # }
     /// ```
     pub async fn promote(&self, id: &JobId) -> Result<bool, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return local.promote(id).await;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.promote(id).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.promote_redis(id).await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn promote_redis(&self, id: &JobId) -> Result<bool, Error> {
         check_job_id(id.as_str())?;
         let keys = self.inner.keys_of(id);
         let done: i64 = self

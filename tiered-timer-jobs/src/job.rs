@@ -24,7 +24,6 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::queue::{millis_up, Inner, MAX_DEADLINE_MS};
-use crate::wake::Claimed;
 
 /// A job's id: a string, unique within its queue.
 ///
@@ -85,6 +84,25 @@ impl AsRef<str> for JobId {
     fn as_ref(&self) -> &str {
         &self.0
     }
+}
+
+/// A job claimed (by a claim script, or in the embedded store), not yet
+/// handed to a worker.
+#[derive(Debug)]
+pub(crate) struct Claimed {
+    pub(crate) partition: u32,
+    pub(crate) id: JobId,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) deadline_ms: u64,
+    pub(crate) attempt: u32,
+    pub(crate) token: String,
+    pub(crate) lease: Duration,
+    /// When the claim was sent: the lease started no earlier.
+    pub(crate) sent: Instant,
+    /// Taken back from a lease that ran out (a redelivery).
+    pub(crate) expired: bool,
+    /// Redis' now at the claim (ms).
+    pub(crate) claimed_ms: u64,
 }
 
 /// A job delivered by [`Queue::next`](crate::Queue::next), held under a
@@ -336,15 +354,22 @@ impl Job {
             self.ack_quietly().await?;
             return Err(Error::Closed);
         }
-        // The embedded store: an ack, then a claim, both in this process.
-        #[cfg(feature = "embedded")]
-        if self.inner.local().is_some() {
-            let queue = crate::Queue {
-                inner: Arc::clone(&self.inner),
-            };
-            self.ack().await?;
-            return queue.next().await;
+        #[cfg(feature = "redis")]
+        if self.inner.is_redis() {
+            return self.ack_and_next_redis().await;
         }
+        // The embedded store: an ack, then a claim, both in this process.
+        let queue = crate::Queue {
+            inner: Arc::clone(&self.inner),
+        };
+        self.ack().await?;
+        queue.next().await
+    }
+
+    /// [`ack_and_next`](Job::ack_and_next) on Redis: the ack and the next
+    /// claim in one script.
+    #[cfg(feature = "redis")]
+    async fn ack_and_next_redis(mut self) -> Result<Job, Error> {
         // A prefetched job is here already: the ack alone is the round
         // trip.
         if let Some(next) = self.inner.redis().wake.take_buffered() {

@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::keys::LATENESS_BOUNDS_MS;
-use crate::queue::Queue;
+use crate::queue::{Backend, Queue};
 
 /// The Lua that defines `record_lateness(key, late_ms)`, to be included
 /// in the claim script (see the file's comments).
+#[cfg(feature = "redis")]
 pub(crate) const RECORD_LATENESS: &str = include_str!("lua/record_lateness.lua");
 
 /// A histogram of how late jobs were claimed (Redis' now at the claim
@@ -137,6 +138,7 @@ impl Lateness {
         Lateness { counts }
     }
 
+    #[cfg(feature = "redis")]
     fn add_stored(&mut self, bytes: &[u8]) {
         let buckets = LATENESS_BOUNDS_MS.len() + 1;
         self.counts.resize(buckets, 0);
@@ -169,10 +171,16 @@ impl Queue {
     /// # }
     /// ```
     pub async fn lateness(&self) -> Result<Lateness, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return Ok(local.lateness());
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => Ok(local.lateness()),
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.lateness_redis().await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn lateness_redis(&self) -> Result<Lateness, Error> {
         let mut lateness = Lateness::default();
         lateness.add_stored(&[]);
         for keys in &self.inner.redis().partitions {
@@ -186,7 +194,7 @@ impl Queue {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "redis"))]
 mod tests {
     use super::*;
 

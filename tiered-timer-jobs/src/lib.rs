@@ -214,7 +214,11 @@
 )]
 #![forbid(unsafe_code)]
 
+#[cfg(not(any(feature = "embedded", feature = "redis")))]
+compile_error!("tiered-timer-jobs needs a backend: enable the `embedded` or the `redis` feature (both are default)");
+
 mod admin;
+#[cfg(feature = "redis")]
 mod conn;
 mod discover;
 #[cfg(feature = "embedded")]
@@ -224,11 +228,14 @@ mod failure;
 mod human;
 mod inspect;
 mod job;
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 mod keys;
 mod lateness;
 mod metrics;
 mod queue;
+#[cfg(feature = "redis")]
 mod scripts;
+#[cfg(feature = "redis")]
 mod wake;
 
 pub use crate::admin::{DeadLetter, Stats};

@@ -24,14 +24,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+#[cfg(feature = "redis")]
 use redis::{FromRedisValue, Script, Value};
 use tokio::sync::watch;
 
+#[cfg(feature = "redis")]
 use crate::conn::{Conn, Limits};
 use crate::error::Error;
 use crate::job::{Job, JobId};
-use crate::keys::{check_job_id, check_queue_name, partition_of, Keys, LEASED, QUEUES};
+use crate::keys::{check_job_id, check_queue_name};
+#[cfg(feature = "redis")]
+use crate::keys::{partition_of, Keys, LEASED, QUEUES};
+#[cfg(feature = "redis")]
 use crate::scripts;
+#[cfg(feature = "redis")]
 use crate::wake::{Setup, Shared};
 
 /// The latest due time a job may have, in ms since the Unix epoch: 2^52,
@@ -63,6 +69,7 @@ pub(crate) struct Inner {
 /// The store behind a queue handle, picked by the URL's scheme.
 pub(crate) enum Backend {
     /// `redis://`, `rediss://`, `redis+unix://`.
+    #[cfg(feature = "redis")]
     Redis(RedisPart),
     /// `file://`: the embedded store (`src/embedded/`).
     #[cfg(feature = "embedded")]
@@ -70,6 +77,7 @@ pub(crate) enum Backend {
 }
 
 /// A Redis queue handle's own state.
+#[cfg(feature = "redis")]
 pub(crate) struct RedisPart {
     pub(crate) conn: Conn,
     pub(crate) partitions: Vec<Keys>,
@@ -83,8 +91,11 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // The last handle (and the last job) is gone: the waker's batons
         // and prefetched jobs go back to Redis.
-        if let Backend::Redis(redis) = &self.backend {
-            redis.wake.abandon();
+        match &self.backend {
+            #[cfg(feature = "redis")]
+            Backend::Redis(redis) => redis.wake.abandon(),
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(_) => {}
         }
     }
 }
@@ -347,6 +358,22 @@ impl Builder {
         if self.url.starts_with("file://") {
             return self.connect_embedded().await;
         }
+        self.connect_redis().await
+    }
+
+    #[cfg(not(feature = "redis"))]
+    async fn connect_redis(self) -> Result<Queue, Error> {
+        Err(Error::InvalidUrl {
+            reason: format!(
+                "{}: only file:// URLs without the crate's `redis` feature",
+                self.url
+            ),
+        })
+    }
+
+    /// Connects to Redis.
+    #[cfg(feature = "redis")]
+    async fn connect_redis(self) -> Result<Queue, Error> {
         let timeout = self.command_timeout;
         let limits = Limits {
             command_timeout: timeout,
@@ -716,24 +743,29 @@ impl Queue {
     /// Checks one job and schedules it with one script on its partition.
     async fn schedule_inner(&self, id: JobId, due: Due, payload: Vec<u8>) -> Result<JobId, Error> {
         let (mode, value) = self.inner.checked_due(&id, due, &payload)?;
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            local.schedule(&id, mode == "d", value, &payload).await?;
-            return Ok(id);
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => {
+                local.schedule(&id, mode == "d", value, &payload).await?;
+                Ok(id)
+            }
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let keys = self.inner.keys_of(&id);
+                let args = vec![
+                    arg(id.as_str()),
+                    arg(mode),
+                    arg(&value.to_string()),
+                    payload,
+                ];
+                let _: (i64, i64) = self
+                    .inner
+                    .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
+                    .await?;
+                self.inner.register().await;
+                Ok(id)
+            }
         }
-        let keys = self.inner.keys_of(&id);
-        let args = vec![
-            arg(id.as_str()),
-            arg(mode),
-            arg(&value.to_string()),
-            payload,
-        ];
-        let _: (i64, i64) = self
-            .inner
-            .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
-            .await?;
-        self.inner.register().await;
-        Ok(id)
     }
 
     /// Acks many jobs in one round trip per partition: each removed for
@@ -788,6 +820,7 @@ impl Queue {
                 None => groups.push((Arc::clone(&job.inner), job.partition, vec![(id, token)])),
             }
         }
+        #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
         for (inner, partition, list) in groups {
             #[cfg(feature = "embedded")]
             if let Some(local) = inner.local() {
@@ -800,22 +833,34 @@ impl Queue {
                 lost.extend(refused);
                 continue;
             }
-            let keys = &inner.redis().partitions[partition as usize];
-            for chunk in list.chunks(CHUNK_JOBS) {
-                let mut args = Vec::with_capacity(2 * chunk.len());
-                for (id, token) in chunk {
-                    args.push(arg(id.as_str()));
-                    args.push(arg(token));
-                }
-                let refused: Vec<String> =
-                    inner.eval(&scripts::ACK_MANY_SCRIPT, keys, args).await?;
-                for (id, _) in chunk {
-                    if !refused.iter().any(|r| r == id.as_str()) {
-                        tracing::debug!(queue = %inner.name, job = %id, "job acked");
-                    }
-                }
-                lost.extend(refused.into_iter().map(JobId::from));
+            #[cfg(feature = "redis")]
+            lost.extend(Queue::ack_many_redis(&inner, partition, list).await?);
+        }
+        Ok(lost)
+    }
+
+    /// One queue handle's, one partition's acks on Redis: the ids refused.
+    #[cfg(feature = "redis")]
+    async fn ack_many_redis(
+        inner: &Inner,
+        partition: u32,
+        list: Vec<(JobId, String)>,
+    ) -> Result<Vec<JobId>, Error> {
+        let mut lost = Vec::new();
+        let keys = &inner.redis().partitions[partition as usize];
+        for chunk in list.chunks(CHUNK_JOBS) {
+            let mut args = Vec::with_capacity(2 * chunk.len());
+            for (id, token) in chunk {
+                args.push(arg(id.as_str()));
+                args.push(arg(token));
             }
+            let refused: Vec<String> = inner.eval(&scripts::ACK_MANY_SCRIPT, keys, args).await?;
+            for (id, _) in chunk {
+                if !refused.iter().any(|r| r == id.as_str()) {
+                    tracing::debug!(queue = %inner.name, job = %id, "job acked");
+                }
+            }
+            lost.extend(refused.into_iter().map(JobId::from));
         }
         Ok(lost)
     }
@@ -841,11 +886,19 @@ impl Queue {
     /// # }
     /// ```
     pub async fn cancel(&self, id: &JobId) -> Result<bool, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            check_job_id(id.as_str())?;
-            return local.cancel(id).await;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => {
+                check_job_id(id.as_str())?;
+                local.cancel(id).await
+            }
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.cancel_redis(id).await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn cancel_redis(&self, id: &JobId) -> Result<bool, Error> {
         let keys = self.inner.keys_of(id);
         let removed: i64 = self
             .inner
@@ -872,10 +925,16 @@ impl Queue {
     /// # }
     /// ```
     pub async fn pending(&self) -> Result<u64, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return Ok(local.pending());
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => Ok(local.pending()),
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.pending_redis().await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn pending_redis(&self) -> Result<u64, Error> {
         let mut total = 0;
         for keys in &self.inner.redis().partitions {
             let n: u64 = self
@@ -910,10 +969,16 @@ impl Queue {
     /// # }
     /// ```
     pub async fn leased(&self) -> Result<u64, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.inner.local() {
-            return Ok(local.leased());
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => Ok(local.leased()),
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.leased_redis().await,
         }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn leased_redis(&self) -> Result<u64, Error> {
         let mut total = 0;
         for keys in &self.inner.redis().partitions {
             let n: u64 = self
@@ -980,6 +1045,7 @@ impl Queue {
             // Waiting calls fail, batons go back; prefetched jobs become
             // jobs dropped after close, which release themselves.
             match &self.inner.backend {
+                #[cfg(feature = "redis")]
                 Backend::Redis(redis) => {
                     for claimed in redis.wake.close() {
                         drop(Job::from_claimed(&self.inner, claimed));
@@ -1120,6 +1186,7 @@ impl Queue {
             return Err(Error::Closed);
         }
         let claimed = match &self.inner.backend {
+            #[cfg(feature = "redis")]
             Backend::Redis(redis) => redis.wake.wait(max).await?,
             #[cfg(feature = "embedded")]
             Backend::Embedded(local) => local.wait(&self.inner, max).await?,
@@ -1152,6 +1219,7 @@ enum Due {
 impl Inner {
     /// The Redis backend's state. Only Redis code paths call it: every
     /// public method dispatches on [`Inner::local`] first.
+    #[cfg(feature = "redis")]
     #[track_caller]
     pub(crate) fn redis(&self) -> &RedisPart {
         match &self.backend {
@@ -1166,13 +1234,25 @@ impl Inner {
     pub(crate) fn local(&self) -> Option<&crate::embedded::queue::Local> {
         match &self.backend {
             Backend::Embedded(local) => Some(local),
+            #[cfg(feature = "redis")]
             Backend::Redis(_) => None,
+        }
+    }
+
+    /// Whether this queue is on Redis.
+    #[cfg(feature = "redis")]
+    pub(crate) fn is_redis(&self) -> bool {
+        match &self.backend {
+            Backend::Redis(_) => true,
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(_) => false,
         }
     }
 
     /// `"redis"` or `"embedded"`.
     fn backend_name(&self) -> &'static str {
         match &self.backend {
+            #[cfg(feature = "redis")]
             Backend::Redis(_) => "redis",
             #[cfg(feature = "embedded")]
             Backend::Embedded(_) => "embedded",
@@ -1180,10 +1260,12 @@ impl Inner {
     }
 
     /// The lease a claim grants.
+    #[cfg(feature = "embedded")]
     pub(crate) fn lease(&self) -> Duration {
         self.lease
     }
 
+    #[cfg(feature = "redis")]
     pub(crate) fn keys_of(&self, id: &JobId) -> &Keys {
         let p = partition_of(id.as_str(), self.redis().partitions.len() as u32);
         &self.redis().partitions[p as usize]
@@ -1235,81 +1317,100 @@ impl Inner {
         jobs: impl Iterator<Item = (JobId, Due, Vec<u8>)>,
         delays: bool,
     ) -> Result<(Vec<JobId>, usize), Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.local() {
-            let mut checked = Vec::new();
-            for (id, due, payload) in jobs {
-                let (_, value) = self.checked_due(&id, due, &payload)?;
-                checked.push((id, value, payload));
+        match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => {
+                let mut checked = Vec::new();
+                for (id, due, payload) in jobs {
+                    let (_, value) = self.checked_due(&id, due, &payload)?;
+                    checked.push((id, value, payload));
+                }
+                let written = local.schedule_chunks(&checked, delays).await?;
+                Ok((checked.into_iter().map(|(id, _, _)| id).collect(), written))
             }
-            let written = local.schedule_chunks(&checked, delays).await?;
-            return Ok((checked.into_iter().map(|(id, _, _)| id).collect(), written));
-        }
-        let n = self.redis().partitions.len() as u32;
-        let mut ids = Vec::new();
-        let mut by_partition: Vec<Vec<(usize, u64, Vec<u8>)>> = vec![Vec::new(); n as usize];
-        for (id, due, payload) in jobs {
-            let (_, value) = self.checked_due(&id, due, &payload)?;
-            by_partition[partition_of(id.as_str(), n) as usize].push((ids.len(), value, payload));
-            ids.push(id);
-        }
-        // One "now" per clock: on a single Redis every chunk counts its
-        // delays from the first script's `TIME`; on a cluster, each
-        // partition from its own node's (the clock that decides when its
-        // jobs are due).
-        let one_clock = self.redis().conn.is_single();
-        let mode = if delays { "d" } else { "a" };
-        let mut base: Option<u64> = None;
-        let mut written = 0;
-        for (keys, jobs) in self.redis().partitions.iter().zip(by_partition) {
-            if !one_clock {
-                base = None;
-            }
-            let mut jobs = jobs.into_iter().peekable();
-            while jobs.peek().is_some() {
-                let base_arg = base.map_or_else(Vec::new, |ms| arg(&ms.to_string()));
-                let mut args = vec![arg(mode), base_arg];
-                let mut bytes = 0;
-                for (index, value, payload) in jobs.by_ref() {
-                    bytes += payload.len();
-                    args.extend([arg(ids[index].as_str()), arg(&value.to_string()), payload]);
-                    if args.len() >= 2 + 3 * CHUNK_JOBS || bytes >= CHUNK_BYTES {
-                        break;
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let n = self.redis().partitions.len() as u32;
+                let mut ids = Vec::new();
+                let mut by_partition: Vec<Vec<(usize, u64, Vec<u8>)>> =
+                    vec![Vec::new(); n as usize];
+                for (id, due, payload) in jobs {
+                    let (_, value) = self.checked_due(&id, due, &payload)?;
+                    by_partition[partition_of(id.as_str(), n) as usize].push((
+                        ids.len(),
+                        value,
+                        payload,
+                    ));
+                    ids.push(id);
+                }
+                // One "now" per clock: on a single Redis every chunk counts its
+                // delays from the first script's `TIME`; on a cluster, each
+                // partition from its own node's (the clock that decides when its
+                // jobs are due).
+                let one_clock = self.redis().conn.is_single();
+                let mode = if delays { "d" } else { "a" };
+                let mut base: Option<u64> = None;
+                let mut written = 0;
+                for (keys, jobs) in self.redis().partitions.iter().zip(by_partition) {
+                    if !one_clock {
+                        base = None;
+                    }
+                    let mut jobs = jobs.into_iter().peekable();
+                    while jobs.peek().is_some() {
+                        let base_arg = base.map_or_else(Vec::new, |ms| arg(&ms.to_string()));
+                        let mut args = vec![arg(mode), base_arg];
+                        let mut bytes = 0;
+                        for (index, value, payload) in jobs.by_ref() {
+                            bytes += payload.len();
+                            args.extend([
+                                arg(ids[index].as_str()),
+                                arg(&value.to_string()),
+                                payload,
+                            ]);
+                            if args.len() >= 2 + 3 * CHUNK_JOBS || bytes >= CHUNK_BYTES {
+                                break;
+                            }
+                        }
+                        let (new, used_base): (usize, u64) = self
+                            .eval(&scripts::SCHEDULE_MANY_SCRIPT, keys, args)
+                            .await?;
+                        written += new;
+                        base.get_or_insert(used_base);
                     }
                 }
-                let (new, used_base): (usize, u64) = self
-                    .eval(&scripts::SCHEDULE_MANY_SCRIPT, keys, args)
-                    .await?;
-                written += new;
-                base.get_or_insert(used_base);
+                if !ids.is_empty() {
+                    self.register().await;
+                }
+                Ok((ids, written))
             }
         }
-        if !ids.is_empty() {
-            self.register().await;
-        }
-        Ok((ids, written))
     }
 
     /// Runs the ack script (fenced by the token only; see
     /// [`Job::ack`]).
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
     pub(crate) async fn ack(&self, partition: u32, id: &JobId, token: &str) -> Result<bool, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.local() {
-            return local.ack(id, token).await;
+        match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.ack(id, token).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let keys = &self.redis().partitions[partition as usize];
+                let done: i64 = self
+                    .eval(
+                        &scripts::ACK_SCRIPT,
+                        keys,
+                        vec![arg(id.as_str()), arg(token)],
+                    )
+                    .await?;
+                Ok(done == 1)
+            }
         }
-        let keys = &self.redis().partitions[partition as usize];
-        let done: i64 = self
-            .eval(
-                &scripts::ACK_SCRIPT,
-                keys,
-                vec![arg(id.as_str()), arg(token)],
-            )
-            .await?;
-        Ok(done == 1)
     }
 
     /// Runs the retry script: 1 rescheduled, 2 buried (it was the last
     /// attempt), 0 lease lost.
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
     pub(crate) async fn retry(
         &self,
         partition: u32,
@@ -1321,14 +1422,12 @@ impl Inner {
         if delay > MAX_DEADLINE_MS / 2 {
             return Err(Error::InvalidDeadline);
         }
-        #[cfg(feature = "embedded")]
-        let done = if let Some(local) = self.local() {
-            local.retry(id, token, delay, self.max_attempts).await?
-        } else {
-            self.retry_redis(partition, id, token, delay).await?
+        let done = match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.retry(id, token, delay, self.max_attempts).await?,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.retry_redis(partition, id, token, delay).await?,
         };
-        #[cfg(not(feature = "embedded"))]
-        let done = self.retry_redis(partition, id, token, delay).await?;
         if done == 2 {
             tracing::warn!(queue = %self.name, job = %id, attempts = self.max_attempts, "job moved to the dead letters: retried on its last attempt");
             crate::metrics::dead_lettered(&self.name);
@@ -1336,6 +1435,7 @@ impl Inner {
         Ok(done)
     }
 
+    #[cfg(feature = "redis")]
     async fn retry_redis(
         &self,
         partition: u32,
@@ -1374,6 +1474,7 @@ impl Inner {
     }
 
     /// Renews a lease (see [`Job::extend_lease`]); `false` if it was lost.
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
     pub(crate) async fn extend(
         &self,
         partition: u32,
@@ -1381,46 +1482,54 @@ impl Inner {
         token: &str,
         lease_ms: u64,
     ) -> Result<bool, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.local() {
-            return Ok(local.extend(id, token, lease_ms));
+        match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => Ok(local.extend(id, token, lease_ms)),
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let keys = &self.redis().partitions[partition as usize];
+                let expiry: i64 = self
+                    .eval(
+                        &scripts::EXTEND_SCRIPT,
+                        keys,
+                        vec![arg(id.as_str()), arg(token), arg(&lease_ms.to_string())],
+                    )
+                    .await?;
+                Ok(expiry != 0)
+            }
         }
-        let keys = &self.redis().partitions[partition as usize];
-        let expiry: i64 = self
-            .eval(
-                &scripts::EXTEND_SCRIPT,
-                keys,
-                vec![arg(id.as_str()), arg(token), arg(&lease_ms.to_string())],
-            )
-            .await?;
-        Ok(expiry != 0)
     }
 
     /// Hands a held job back (see [`Job::release`]); `false` if the lease
     /// was lost.
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
     pub(crate) async fn release(
         &self,
         partition: u32,
         id: &JobId,
         token: &str,
     ) -> Result<bool, Error> {
-        #[cfg(feature = "embedded")]
-        if let Some(local) = self.local() {
-            return local.release(id, token).await;
+        match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.release(id, token).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let keys = &self.redis().partitions[partition as usize];
+                let done: i64 = self
+                    .eval(
+                        &scripts::RELEASE_SCRIPT,
+                        keys,
+                        vec![arg(id.as_str()), arg(token)],
+                    )
+                    .await?;
+                Ok(done == 1)
+            }
         }
-        let keys = &self.redis().partitions[partition as usize];
-        let done: i64 = self
-            .eval(
-                &scripts::RELEASE_SCRIPT,
-                keys,
-                vec![arg(id.as_str()), arg(token)],
-            )
-            .await?;
-        Ok(done == 1)
     }
 
     /// Runs a script on a partition's keys, within the command timeout;
     /// a write is followed by `WAIT` if the queue asks for replicas.
+    #[cfg(feature = "redis")]
     pub(crate) async fn eval<T: FromRedisValue>(
         &self,
         script: &Script,
@@ -1428,10 +1537,14 @@ impl Inner {
         args: Vec<Vec<u8>>,
     ) -> Result<T, Error> {
         let write = !scripts::is_read_only(script);
-        self.redis().conn.eval(script, &keys.ordered, args, write).await
+        self.redis()
+            .conn
+            .eval(script, &keys.ordered, args, write)
+            .await
     }
 
     /// Runs one plain command within the command timeout.
+    #[cfg(feature = "redis")]
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, Error> {
         self.redis().conn.query(cmd).await
     }
@@ -1439,6 +1552,7 @@ impl Inner {
 
 /// Records the queue's partition count in the registry ([`QUEUES`]) at its
 /// first connect, or checks this handle's against the recorded one.
+#[cfg(feature = "redis")]
 async fn check_partitions(
     conn: &Conn,
     name: &str,
@@ -1469,11 +1583,13 @@ async fn check_partitions(
     }
 }
 
+#[cfg(feature = "redis")]
 pub(crate) fn parse<T: FromRedisValue>(value: Option<Value>) -> Result<T, Error> {
     let value = value.unwrap_or(Value::Nil);
     redis::from_redis_value(value).map_err(|e| Error::Redis(e.into()))
 }
 
+#[cfg(feature = "redis")]
 pub(crate) fn arg(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }

@@ -66,6 +66,7 @@ use tokio::time::Instant;
 
 use crate::conn::Conn;
 use crate::error::Error;
+pub(crate) use crate::job::Claimed;
 use crate::job::JobId;
 use crate::keys::Keys;
 use crate::queue::{arg, millis_up, parse};
@@ -94,24 +95,6 @@ const BACKLOG: u64 = 8;
 /// How long past its time the chain head may go unclaimed (the scripts'
 /// `GRACE`).
 const GRACE: Duration = Duration::from_secs(10);
-
-/// A job claimed by a claim script, not yet handed to a worker.
-#[derive(Debug)]
-pub(crate) struct Claimed {
-    pub(crate) partition: u32,
-    pub(crate) id: JobId,
-    pub(crate) payload: Vec<u8>,
-    pub(crate) deadline_ms: u64,
-    pub(crate) attempt: u32,
-    pub(crate) token: String,
-    pub(crate) lease: Duration,
-    /// When the claim was sent: the lease started no earlier.
-    pub(crate) sent: Instant,
-    /// Taken back from a lease that ran out (a redelivery).
-    pub(crate) expired: bool,
-    /// Redis' now at the claim (ms).
-    pub(crate) claimed_ms: u64,
-}
 
 /// What a waiting call gets.
 type Delivery = Result<Vec<Claimed>, Error>;

@@ -10,18 +10,10 @@ use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
 use support::backend::Store;
-use support::{deliver_all, eventually, RedisServer};
+use support::{deliver_all, eventually};
 use tiered_timer_jobs::{Error, Fate, Job, JobId, JobState, Listing, Queue};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// `id`'s due time while waiting (Redis-only: its score).
-async fn score(server: &RedisServer, set: &str, id: &JobId) -> Option<u64> {
-    match set {
-        "due" => support::due_ms(&server.url(), "orders", id.as_str()).await,
-        _ => support::lease_expiry_ms(&server.url(), "orders", id.as_str()).await,
-    }
-}
 
 /// A job's deadline in ms since the epoch (the unit of the due scores).
 fn deadline_ms(job: &Job) -> u64 {
@@ -53,6 +45,7 @@ async fn next(queue: &Queue) -> Job {
 /// Runs each contract test body against Redis and the embedded store.
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
+        #[cfg(feature = "redis")]
         mod redis {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,6 +54,7 @@ macro_rules! on_both_backends {
                 }
             )*
         }
+        #[cfg(feature = "embedded")]
         mod embedded {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,7 +127,10 @@ async fn never_early_by_the_deciding_clock(store: Store) {
         let job = next(&queue).await;
         let (_, earliest) = expected.iter().find(|(id, _)| id == job.id()).unwrap();
         let deadline = deadline_ms(&job);
-        assert!(deadline >= *earliest, "deadline counts from the store's now");
+        assert!(
+            deadline >= *earliest,
+            "deadline counts from the store's now"
+        );
         // The lease's expiry is the store's now at the claim plus the lease.
         let expiry = store.lease_expiry_ms(&queue, job.id()).await.unwrap();
         let claimed_at = expiry - lease.as_millis() as u64;
@@ -569,10 +566,7 @@ async fn ack_many_acks_all_and_names_the_lost(store: Store) {
 
 async fn release_hands_a_job_back_at_once_without_counting_the_attempt(store: Store) {
     let queue = store.queue(Duration::from_secs(30), 3).await;
-    let id = queue
-        .schedule(Duration::ZERO, b"x".to_vec())
-        .await
-        .unwrap();
+    let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
     let job = next(&queue).await;
     let deadline = job.deadline();
     job.release().await.unwrap();
@@ -596,9 +590,7 @@ async fn extend_lease_and_keep_alive_hold_a_job_past_its_lease(store: Store) {
     nothing_delivered_within(&other, Duration::from_millis(800)).await;
     // keep_alive renews every third of a lease while the work runs.
     job.extend_lease(lease).await.unwrap();
-    let worked = job
-        .keep_alive(tokio::time::sleep(lease * 3))
-        .await;
+    let worked = job.keep_alive(tokio::time::sleep(lease * 3)).await;
     assert!(worked.is_ok(), "{worked:?}");
     assert!(
         tokio::time::timeout(Duration::from_millis(100), other.next())
@@ -615,13 +607,12 @@ async fn extend_lease_and_keep_alive_hold_a_job_past_its_lease(store: Store) {
 
 async fn fail_and_bury_record_why(store: Store) {
     let queue = store.queue(Duration::from_secs(30), 2).await;
-    let id = queue
-        .schedule(Duration::ZERO, b"x".to_vec())
-        .await
-        .unwrap();
+    let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
     let job = next(&queue).await;
     assert_eq!(
-        job.retry_after_with_reason(Duration::ZERO, "flaky").await.unwrap(),
+        job.retry_after_with_reason(Duration::ZERO, "flaky")
+            .await
+            .unwrap(),
         Fate::Retried
     );
     let info = queue.job(&id).await.unwrap().unwrap();
@@ -698,7 +689,10 @@ async fn operator_calls_see_and_change_every_state(store: Store) {
     })
     .await;
     let stats = queue.stats().await.unwrap();
-    assert_eq!((stats.pending, stats.due_now, stats.leased, stats.dead), (2, 1, 0, 0));
+    assert_eq!(
+        (stats.pending, stats.due_now, stats.leased, stats.dead),
+        (2, 1, 0, 0)
+    );
     assert!(stats.earliest_due.is_some());
     let page = queue.list(Listing::Waiting, 0, 10).await.unwrap();
     assert_eq!(page.total, 2);
@@ -755,66 +749,79 @@ async fn handles_connected_separately_share_the_queue_and_its_wake_ups(store: St
     drop(b);
 }
 
-// ---- Redis only: the key layout behind the contract ----
+/// Redis only: the key layout behind the contract.
+#[cfg(feature = "redis")]
+mod layout {
+    use super::*;
+    use support::RedisServer;
 
-async fn stored(server: &RedisServer, id: &JobId) -> [bool; 3] {
-    support::stored_fields(server, "orders", id.as_str())
-}
+    /// `id`'s due time while waiting (Redis-only: its score).
+    async fn score(server: &RedisServer, set: &str, id: &JobId) -> Option<u64> {
+        match set {
+            "due" => support::due_ms(&server.url(), "orders", id.as_str()).await,
+            _ => support::lease_expiry_ms(&server.url(), "orders", id.as_str()).await,
+        }
+    }
 
-// Memory per pending job: a waiting job is its due score and its payload;
-// the attempt count and the deadline are written at the first delivery,
-// and the deadline a worker sees is the one scheduled, through a release
-// and a redelivery after a lost lease.
-#[tokio::test]
-async fn a_waiting_job_stores_only_its_payload_and_keeps_its_deadline() {
-    let server = RedisServer::start();
-    let queue = support::queue(&server, Duration::from_millis(300), 3).await;
-    let due_at = SystemTime::now() + Duration::from_millis(150);
-    let id = queue
-        .schedule_at(due_at, b"order 7".to_vec())
-        .await
-        .unwrap();
-    assert_eq!(stored(&server, &id).await, [true, false, false]);
-    let scheduled = score(&server, "due", &id).await.unwrap();
+    async fn stored(server: &RedisServer, id: &JobId) -> [bool; 3] {
+        support::stored_fields(server, "orders", id.as_str())
+    }
 
-    let job = queue.next().await.unwrap();
-    assert_eq!((job.id(), job.attempt()), (&id, 1));
-    assert_eq!(deadline_ms(&job), scheduled);
-    assert_eq!(stored(&server, &id).await, [true, true, true]);
+    // Memory per pending job: a waiting job is its due score and its payload;
+    // the attempt count and the deadline are written at the first delivery,
+    // and the deadline a worker sees is the one scheduled, through a release
+    // and a redelivery after a lost lease.
+    #[tokio::test]
+    async fn a_waiting_job_stores_only_its_payload_and_keeps_its_deadline() {
+        let server = RedisServer::start();
+        let queue = support::queue(&server, Duration::from_millis(300), 3).await;
+        let due_at = SystemTime::now() + Duration::from_millis(150);
+        let id = queue
+            .schedule_at(due_at, b"order 7".to_vec())
+            .await
+            .unwrap();
+        assert_eq!(stored(&server, &id).await, [true, false, false]);
+        let scheduled = score(&server, "due", &id).await.unwrap();
 
-    job.release().await.unwrap();
-    assert_eq!(score(&server, "due", &id).await, Some(scheduled)); // the front
-    assert_eq!(stored(&server, &id).await, [true, false, false]);
-    let job = queue.next().await.unwrap();
-    assert_eq!((job.attempt(), deadline_ms(&job)), (1, scheduled));
-    drop(job); // the lease runs out: redelivered
-    let job = queue.next().await.unwrap();
-    assert_eq!((job.attempt(), deadline_ms(&job)), (2, scheduled));
-    job.ack().await.unwrap();
-    assert_eq!(stored(&server, &id).await, [false, false, false]);
-}
+        let job = queue.next().await.unwrap();
+        assert_eq!((job.id(), job.attempt()), (&id, 1));
+        assert_eq!(deadline_ms(&job), scheduled);
+        assert_eq!(stored(&server, &id).await, [true, true, true]);
 
-// The same layout after a retry (the attempt count stays: it is the
-// job's history) and after a requeue of a dead letter (a fresh start).
-#[tokio::test]
-async fn retried_and_requeued_jobs_keep_the_waiting_layout() {
-    let server = RedisServer::start();
-    let queue = support::queue(&server, Duration::from_secs(30), 3).await;
-    let id = queue
-        .schedule(Duration::ZERO, b"order 8".to_vec())
-        .await
-        .unwrap();
-    let job = queue.next().await.unwrap();
-    job.retry_after(Duration::from_millis(50)).await.unwrap();
-    assert_eq!(stored(&server, &id).await, [true, true, false]);
-    let retried_due = score(&server, "due", &id).await.unwrap();
-    let job = queue.next().await.unwrap();
-    assert_eq!((job.attempt(), deadline_ms(&job)), (2, retried_due));
-    job.bury("bad payload").await.unwrap();
-    assert!(queue.requeue(&id).await.unwrap());
-    assert_eq!(stored(&server, &id).await, [true, false, false]);
-    let job = queue.next().await.unwrap();
-    assert_eq!(job.attempt(), 1);
-    job.ack().await.unwrap();
-    assert_eq!(stored(&server, &id).await, [false, false, false]);
+        job.release().await.unwrap();
+        assert_eq!(score(&server, "due", &id).await, Some(scheduled)); // the front
+        assert_eq!(stored(&server, &id).await, [true, false, false]);
+        let job = queue.next().await.unwrap();
+        assert_eq!((job.attempt(), deadline_ms(&job)), (1, scheduled));
+        drop(job); // the lease runs out: redelivered
+        let job = queue.next().await.unwrap();
+        assert_eq!((job.attempt(), deadline_ms(&job)), (2, scheduled));
+        job.ack().await.unwrap();
+        assert_eq!(stored(&server, &id).await, [false, false, false]);
+    }
+
+    // The same layout after a retry (the attempt count stays: it is the
+    // job's history) and after a requeue of a dead letter (a fresh start).
+    #[tokio::test]
+    async fn retried_and_requeued_jobs_keep_the_waiting_layout() {
+        let server = RedisServer::start();
+        let queue = support::queue(&server, Duration::from_secs(30), 3).await;
+        let id = queue
+            .schedule(Duration::ZERO, b"order 8".to_vec())
+            .await
+            .unwrap();
+        let job = queue.next().await.unwrap();
+        job.retry_after(Duration::from_millis(50)).await.unwrap();
+        assert_eq!(stored(&server, &id).await, [true, true, false]);
+        let retried_due = score(&server, "due", &id).await.unwrap();
+        let job = queue.next().await.unwrap();
+        assert_eq!((job.attempt(), deadline_ms(&job)), (2, retried_due));
+        job.bury("bad payload").await.unwrap();
+        assert!(queue.requeue(&id).await.unwrap());
+        assert_eq!(stored(&server, &id).await, [true, false, false]);
+        let job = queue.next().await.unwrap();
+        assert_eq!(job.attempt(), 1);
+        job.ack().await.unwrap();
+        assert_eq!(stored(&server, &id).await, [false, false, false]);
+    }
 }

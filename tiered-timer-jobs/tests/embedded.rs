@@ -3,8 +3,6 @@
 //! process per store, Redis-only settings refused, `file://` URLs, jobs
 //! kept across a reopen.
 
-#![cfg(feature = "embedded")]
-
 mod support;
 
 use std::process::Command;
@@ -94,7 +92,10 @@ async fn redis_only_settings_are_refused_where_they_would_change_meaning() {
 async fn file_urls_and_queue_names_are_checked() {
     for bad in ["file://", "redis-or-file:///x"] {
         assert!(
-            matches!(Queue::connect(bad, "q").await, Err(Error::InvalidUrl { .. })),
+            matches!(
+                Queue::connect(bad, "q").await,
+                Err(Error::InvalidUrl { .. })
+            ),
             "{bad}"
         );
     }

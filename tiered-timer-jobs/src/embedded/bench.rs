@@ -86,7 +86,10 @@ async fn store_numbers() {
     let ids: Vec<String> = (0..n_many).map(|_| crate::queue::random_id()).collect();
     let start = Instant::now();
     for chunk in ids.chunks(1000) {
-        let jobs: Vec<(&str, u64, &[u8])> = chunk.iter().map(|id| (id.as_str(), 3_600_000, &[7u8; 32][..])).collect();
+        let jobs: Vec<(&str, u64, &[u8])> = chunk
+            .iter()
+            .map(|id| (id.as_str(), 3_600_000, &[7u8; 32][..]))
+            .collect();
         log.schedule_many(true, None, &jobs).await.unwrap();
     }
     let many = n_many as f64 / start.elapsed().as_secs_f64();
@@ -97,13 +100,25 @@ async fn store_numbers() {
 
     // Reopening them, in a child process (time and memory).
     let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["embedded::bench::reopen_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "embedded::bench::reopen_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("TTR_BENCH_REOPEN", dir.path())
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&child.stderr);
-    let line = out.lines().find(|l| l.starts_with("reopen")).unwrap_or("reopen: the child failed");
-    eprintln!("{line} (log {} MB)", std::fs::metadata(&path).unwrap().len() >> 20);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("reopen"))
+        .unwrap_or("reopen: the child failed");
+    eprintln!(
+        "{line} (log {} MB)",
+        std::fs::metadata(&path).unwrap().len() >> 20
+    );
     drop(dir);
 
     // Lateness at 1 000 jobs/s, 4 workers each claiming and acking one job
@@ -113,9 +128,14 @@ async fn store_numbers() {
     let log = ops::open(dir.path(), "bench").await.unwrap();
     let jobs = (late_secs * 1000) as usize;
     let t0 = now_ms() + 1000;
-    let ids: Vec<(String, u64)> = (0..jobs).map(|i| (crate::queue::random_id(), t0 + i as u64)).collect();
+    let ids: Vec<(String, u64)> = (0..jobs)
+        .map(|i| (crate::queue::random_id(), t0 + i as u64))
+        .collect();
     for chunk in ids.chunks(1000) {
-        let batch: Vec<(&str, u64, &[u8])> = chunk.iter().map(|(id, at)| (id.as_str(), *at, &[1u8; 32][..])).collect();
+        let batch: Vec<(&str, u64, &[u8])> = chunk
+            .iter()
+            .map(|(id, at)| (id.as_str(), *at, &[1u8; 32][..]))
+            .collect();
         log.schedule_many(false, None, &batch).await.unwrap();
     }
     let workers: Vec<_> = (0..4)
@@ -165,7 +185,9 @@ async fn reopen_child() {
     };
     let before = rss();
     let start = Instant::now();
-    let log = ops::open(std::path::Path::new(&dir), "bench").await.unwrap();
+    let log = ops::open(std::path::Path::new(&dir), "bench")
+        .await
+        .unwrap();
     let took = start.elapsed();
     let pending = log.pending();
     let after = rss();
@@ -177,7 +199,10 @@ async fn reopen_child() {
 }
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// How many frames the log has (group commits that wrote something).

@@ -147,15 +147,6 @@ impl Now {
         let ceil = floor + u64::from(since.subsec_nanos() % 1_000_000 != 0);
         Now { floor, ceil }
     }
-
-    /// A whole millisecond (tests).
-    #[cfg(test)]
-    pub(crate) fn at(ms: u64) -> Now {
-        Now {
-            floor: ms,
-            ceil: ms,
-        }
-    }
 }
 
 /// One undo step: the view a slot had before a change, or a lateness

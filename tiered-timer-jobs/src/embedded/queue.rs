@@ -22,11 +22,11 @@ use super::store::QueueLog;
 use crate::admin::{DeadLetter, Stats};
 use crate::error::Error;
 use crate::inspect::{JobInfo, JobState, JobSummary, Listing, Page, MAX_PAGE, PREVIEW};
+use crate::job::Claimed;
 use crate::job::JobId;
 use crate::keys::check_job_id;
 use crate::lateness::Lateness;
 use crate::queue::{Inner, CHUNK_BYTES, CHUNK_JOBS};
-use crate::wake::Claimed;
 
 /// An embedded queue handle's own state.
 pub(crate) struct Local {
@@ -39,9 +39,11 @@ pub(crate) struct Local {
 /// `file://localhost/abs/dir`, or `file://rel/dir` (relative to the
 /// working directory).
 pub(crate) fn dir_of(url: &str) -> Result<PathBuf, Error> {
-    let rest = url.strip_prefix("file://").ok_or_else(|| Error::InvalidUrl {
-        reason: format!("{url:?} is not a file:// URL"),
-    })?;
+    let rest = url
+        .strip_prefix("file://")
+        .ok_or_else(|| Error::InvalidUrl {
+            reason: format!("{url:?} is not a file:// URL"),
+        })?;
     let rest = rest
         .strip_prefix("localhost")
         .filter(|r| r.starts_with('/'))
@@ -309,7 +311,8 @@ impl Local {
     }
 
     pub(crate) async fn requeue_all(&self) -> Result<u64, Error> {
-        self.in_batches(|log| Box::pin(log.requeue_all(BATCH))).await
+        self.in_batches(|log| Box::pin(log.requeue_all(BATCH)))
+            .await
     }
 
     pub(crate) async fn purge(&self, id: &JobId) -> Result<bool, Error> {

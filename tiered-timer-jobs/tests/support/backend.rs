@@ -79,7 +79,12 @@ impl Store {
     pub async fn lease_expiry_ms(&self, queue: &Queue, id: &JobId) -> Option<u64> {
         let info = queue.job(id).await.unwrap()?;
         let expiry = info.lease_expiry?;
-        Some(expiry.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis() as u64)
+        Some(
+            expiry
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64,
+        )
     }
 }
 
