@@ -226,7 +226,7 @@ async fn leases_run_out_and_are_fenced() {
         "the old holder's ack is refused"
     );
     // Renewed in time, it stays held.
-    assert!(log.extend("j", second.token, 200).is_some());
+    assert!(log.extend("j", second.token, 5_000).is_some());
     tokio::time::sleep(Duration::from_millis(80)).await;
     assert!(log.claim(1, 50, 3).await.unwrap().jobs.is_empty());
     // Released: due at once, the attempt not counted.
