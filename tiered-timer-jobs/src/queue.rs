@@ -279,8 +279,9 @@ impl Builder {
     /// queue appear. (Such a handle records the queue at its first
     /// successful schedule instead.)
     ///
-    /// Redis only; accepted and ignored on a `file://` store, where a
-    /// queue is its log file.
+    /// On a `file://` store, where a queue is its log file, `false` opens
+    /// only a queue that exists ([`Error::Io`] with
+    /// [`NotFound`](std::io::ErrorKind::NotFound) otherwise).
     pub fn register(mut self, register: bool) -> Builder {
         self.register = register;
         self
@@ -438,6 +439,9 @@ impl Builder {
         }
         local::check_file_name(&self.name)?;
         let dir = local::dir_of(&self.url)?;
+        if !self.register {
+            local::check_exists(&dir, &self.name)?;
+        }
         let local = local::open(&dir, &self.name).await?;
         Ok(Queue {
             inner: Arc::new(Inner {

@@ -76,12 +76,28 @@ async fn redis_only_settings_are_refused_where_they_would_change_meaning() {
             other => panic!("{setting}: expected Unsupported, got {other:?}"),
         }
     }
+    // Looking (`register(false)`, as `ttr` does) creates no queue.
+    match Queue::builder(&url, "q").register(false).connect().await {
+        Err(Error::Io { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound)
+        }
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert!(
+        tiered_timer_jobs::find_queues(&url, false, Duration::from_secs(1))
+            .await
+            .map_or(true, |found| found.is_empty())
+    );
     // Those that change nothing here are accepted.
     Queue::builder(&url, "q")
         .partitions(1)
         .prefetch(10)
         .health_check(Duration::from_secs(1))
         .command_timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap();
+    Queue::builder(&url, "q")
         .register(false)
         .connect()
         .await

@@ -683,11 +683,21 @@ async fn on_an_embedded_store() {
         .schedule_with_id("bad", Duration::ZERO, b"boom".to_vec())
         .await
         .unwrap();
-    queue.next().await.unwrap().bury("no such order").await.unwrap();
+    queue
+        .next()
+        .await
+        .unwrap()
+        .bury("no such order")
+        .await
+        .unwrap();
 
     let held = ttr(&["--url", &url, "stats", "orders"]);
     assert_eq!(held.status.code(), Some(1), "{}", stderr(&held));
-    assert!(stderr(&held).contains("open in another process"), "{}", stderr(&held));
+    assert!(
+        stderr(&held).contains("open in another process"),
+        "{}",
+        stderr(&held)
+    );
     drop(queue);
 
     let mut stats = ttr(&["--url", &url, "stats", "orders"]);
@@ -701,12 +711,19 @@ async fn on_an_embedded_store() {
     }
     assert!(stats.status.success(), "{}", stderr(&stats));
     let text = stdout(&stats);
-    assert_eq!((count(&text, "pending"), count(&text, "dead")), (1, 1), "{text}");
+    assert_eq!(
+        (count(&text, "pending"), count(&text, "dead")),
+        (1, 1),
+        "{text}"
+    );
 
     let queues = stdout(&ttr(&["--url", &url, "queues"]));
     assert!(queues.lines().any(|l| l.starts_with("orders ")), "{queues}");
     let dead = stdout(&ttr(&["--url", &url, "dead", "orders"]));
-    assert!(dead.contains("bad") && dead.contains("no such order"), "{dead}");
+    assert!(
+        dead.contains("bad") && dead.contains("no such order"),
+        "{dead}"
+    );
     let job = stdout(&ttr(&["--url", &url, "job", "orders", "later"]));
     assert!(job.contains("waiting"), "{job}");
     let pending = stdout(&ttr(&["--url", &url, "pending", "orders"]));
@@ -714,7 +731,11 @@ async fn on_an_embedded_store() {
     let requeue = ttr(&["--url", &url, "requeue", "orders", "bad"]);
     assert!(requeue.status.success(), "{}", stderr(&requeue));
     let stats = stdout(&ttr(&["--url", &url, "stats", "orders"]));
-    assert_eq!((count(&stats, "pending"), count(&stats, "dead")), (2, 0), "{stats}");
+    assert_eq!(
+        (count(&stats, "pending"), count(&stats, "dead")),
+        (2, 0),
+        "{stats}"
+    );
     // Redis-only flags are usage errors here.
     let partitions = ttr(&["--url", &url, "--partitions", "3", "stats", "orders"]);
     assert_eq!(partitions.status.code(), Some(2), "{}", stderr(&partitions));

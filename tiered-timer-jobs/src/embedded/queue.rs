@@ -67,6 +67,21 @@ pub(crate) fn check_file_name(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Fails with `NotFound` unless the queue `name` has a log in `dir` (for
+/// handles that look at a queue without creating it).
+pub(crate) fn check_exists(dir: &Path, name: &str) -> Result<(), Error> {
+    let path = dir.join(format!("{name}.log"));
+    match std::fs::metadata(&path) {
+        Ok(_) => Ok(()),
+        Err(source) => Err(Error::Io {
+            path,
+            doing: "looking for the queue's log (a handle with register(false) creates no queue)"
+                .to_owned(),
+            source,
+        }),
+    }
+}
+
 /// Opens (creating them if needed) the store in `dir` and its queue
 /// `name`.
 pub(crate) async fn open(dir: &Path, name: &str) -> Result<Local, Error> {
