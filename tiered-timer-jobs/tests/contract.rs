@@ -88,6 +88,7 @@ on_both_backends!(
     close_fails_waiting_calls_and_shutdown_waits_for_jobs_out,
     operator_calls_see_and_change_every_state,
     handles_connected_separately_share_the_queue_and_its_wake_ups,
+    dropped_next_calls_strand_nothing,
 );
 
 async fn schedule_next_ack_removes_the_job(store: Store) {
@@ -747,6 +748,45 @@ async fn handles_connected_separately_share_the_queue_and_its_wake_ups(store: St
     assert_eq!(got, id);
     assert_eq!(a.leased().await.unwrap(), 1);
     drop(b);
+}
+
+// A `next` given up on (a timeout around it) strands nothing: a job
+// claimed for it goes to another call at once. 150 jobs due over a second,
+// one worker that gives up on `next` after a random few milliseconds;
+// every job is delivered once, long before the 30 s lease could bring back
+// a stranded one.
+async fn dropped_next_calls_strand_nothing(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
+    let ids: HashSet<JobId> = queue
+        .schedule_many((0..150u64).map(|i| (Duration::from_millis(i * 7), format!("{i}"))))
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let mut seen = HashSet::new();
+    let mut n: u64 = 1;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while seen.len() < ids.len() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of 150",
+            seen.len()
+        );
+        n = n
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let patience = Duration::from_micros(200 + (n >> 33) % 3000);
+        if let Ok(job) = tokio::time::timeout(patience, queue.next()).await {
+            let job = job.unwrap();
+            assert!(seen.insert(job.id().clone()), "{} twice", job.id());
+            job.ack().await.unwrap();
+        }
+    }
+    assert_eq!(seen, ids);
+    eventually("nothing leased", WAIT, || async {
+        queue.leased().await.unwrap() == 0
+    })
+    .await;
 }
 
 /// Redis only: the key layout behind the contract.

@@ -13,11 +13,11 @@ use std::time::{Duration, SystemTime};
 
 use tiered_timer::Instant;
 
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 
 use super::error::StoreError;
 use super::index::{Due, GaveUp, State, Which};
-use super::ops::{self, JobRow};
+use super::ops::{self, ClaimOutcome, JobRow};
 use super::store::QueueLog;
 use crate::admin::{DeadLetter, Stats};
 use crate::error::Error;
@@ -176,7 +176,7 @@ impl Local {
             tokio::pin!(claimable);
             claimable.as_mut().enable();
             let sent = Instant::now();
-            let outcome = self.log.claim(max, lease_ms, inner.max_attempts).await?;
+            let outcome = self.claim(max, lease_ms, inner.max_attempts).await?;
             for id in &outcome.buried {
                 tracing::warn!(queue = inner.name(), job = %id, attempts = inner.max_attempts, "job moved to the dead letters: its lease ran out on its last attempt");
                 crate::metrics::dead_lettered(inner.name());
@@ -204,6 +204,38 @@ impl Local {
                 () = &mut claimable => {}
                 () = &mut closing => return Err(Error::Closed),
             }
+        }
+    }
+
+    /// A claim that outlives the call that asked for it: run on a task of
+    /// its own, it hands its jobs back (released at once, the attempt not
+    /// counted) if that call was dropped before they reached it, so that a
+    /// cancelled `next` strands nothing.
+    async fn claim(
+        &self,
+        max: usize,
+        lease_ms: u64,
+        max_attempts: u32,
+    ) -> Result<ClaimOutcome, Error> {
+        let log = Arc::clone(&self.log);
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let outcome = log.claim(max, lease_ms, max_attempts).await;
+            if let Err(Ok(orphaned)) = tx.send(outcome) {
+                for job in orphaned.jobs {
+                    if let Err(error) = log.release(&job.id, job.token).await {
+                        tracing::warn!(job = %job.id, %error, "could not hand back a job claimed for a dropped call; it comes back when its lease runs out");
+                    }
+                }
+            }
+        });
+        match rx.await {
+            Ok(outcome) => Ok(outcome?),
+            Err(_) => Err(Error::Io {
+                path: PathBuf::new(),
+                doing: "claiming (the claim's task ended: its runtime is shutting down)".to_owned(),
+                source: std::io::Error::other("claim task dropped"),
+            }),
         }
     }
 
