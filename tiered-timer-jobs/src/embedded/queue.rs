@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use tiered_timer::Instant;
 
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 
 use super::error::StoreError;
 use super::index::{Due, GaveUp, State, Which};
@@ -207,10 +207,12 @@ impl Local {
         }
     }
 
-    /// A claim that outlives the call that asked for it: run on a task of
-    /// its own, it hands its jobs back (released at once, the attempt not
-    /// counted) if that call was dropped before they reached it, so that a
-    /// cancelled `next` strands nothing.
+    /// A claim that outlives the call that asked for it: polled in place,
+    /// and, if that call is dropped before the claim is on disk, finished
+    /// on a task of its own, which hands the jobs back (released at once,
+    /// the attempt not counted), so that a cancelled `next` strands
+    /// nothing. (The claim takes its jobs in memory at its first poll; its
+    /// record's commit comes after.)
     async fn claim(
         &self,
         max: usize,
@@ -218,25 +220,20 @@ impl Local {
         max_attempts: u32,
     ) -> Result<ClaimOutcome, Error> {
         let log = Arc::clone(&self.log);
-        let (tx, rx) = oneshot::channel();
-        tokio::spawn(async move {
-            let outcome = log.claim(max, lease_ms, max_attempts).await;
-            if let Err(Ok(orphaned)) = tx.send(outcome) {
-                for job in orphaned.jobs {
-                    if let Err(error) = log.release(&job.id, job.token).await {
-                        tracing::warn!(job = %job.id, %error, "could not hand back a job claimed for a dropped call; it comes back when its lease runs out");
-                    }
-                }
-            }
-        });
-        match rx.await {
-            Ok(outcome) => Ok(outcome?),
-            Err(_) => Err(Error::Io {
-                path: PathBuf::new(),
-                doing: "claiming (the claim's task ended: its runtime is shutting down)".to_owned(),
-                source: std::io::Error::other("claim task dropped"),
-            }),
-        }
+        let mut claim = FinishOnDrop {
+            log: Arc::clone(&self.log),
+            claim: Some(Box::pin(async move {
+                log.claim(max, lease_ms, max_attempts).await
+            })),
+        };
+        let outcome = std::future::poll_fn(|cx| {
+            let pending = claim.claim.as_mut().expect("polled until ready");
+            let outcome = std::task::ready!(pending.as_mut().poll(cx));
+            claim.claim = None;
+            std::task::Poll::Ready(outcome)
+        })
+        .await;
+        Ok(outcome?)
     }
 
     pub(crate) async fn ack(&self, id: &JobId, token: &str) -> Result<bool, Error> {
@@ -454,6 +451,38 @@ impl Local {
 
     pub(crate) fn lateness(&self) -> Lateness {
         Lateness::from_counts(self.log.lateness().to_vec())
+    }
+}
+
+type ClaimFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<ClaimOutcome, StoreError>> + Send>>;
+
+/// A claim in flight; dropped before it finished, it finishes on a task of
+/// its own and releases what it took.
+struct FinishOnDrop {
+    log: Arc<QueueLog>,
+    claim: Option<ClaimFuture>,
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        let Some(claim) = self.claim.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime: the leases run out instead
+        };
+        let log = Arc::clone(&self.log);
+        runtime.spawn(async move {
+            let Ok(orphaned) = claim.await else {
+                return;
+            };
+            for job in orphaned.jobs {
+                if let Err(error) = log.release(&job.id, job.token).await {
+                    tracing::warn!(job = %job.id, %error, "could not hand back a job claimed for a dropped call; it comes back when its lease runs out");
+                }
+            }
+        });
     }
 }
 
