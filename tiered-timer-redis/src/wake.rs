@@ -35,9 +35,15 @@
 //!   (`ZADD`) when this process has no worker waiting for it (at once if
 //!   it is due later than [`HOLD`], else [`LINGER`] past its time),
 //!   when the queue closes, and when the last handle is dropped. If a
-//!   process dies holding one, the first script (or any waiting worker's
-//!   periodic probe of `armed`) that finds the chain head more than
-//!   `GRACE` (10 s) past its time re-arms it.
+//!   process dies holding one, the *watch baton* finds out: each chain
+//!   head's baton goes into the marker set with a watch (member `w`,
+//!   scored `WATCH`, 2 s, after the head's time; one per partition, moved
+//!   on as the head moves), which `BZPOPMIN` hands to another waiting
+//!   worker after the head's; its holder claims with it at its time, and
+//!   the script rescues the chain if the head is still unclaimed. If the
+//!   watch's holder died too, the first script (or any waiting worker's
+//!   periodic probe of `armed`) that finds the head `GRACE` (10 s) past
+//!   its time, or its watch `WATCH` overdue, re-arms it.
 //! * Times on Redis' clock become local instants through the offset
 //!   measured on the last claim: Redis' now as read by the script, against
 //!   the local instant its reply arrived (so a baton fires no earlier than
@@ -94,6 +100,9 @@ const BACKLOG: u64 = 8;
 /// How long past its time the chain head may go unclaimed (the scripts'
 /// `GRACE`).
 const GRACE: Duration = Duration::from_secs(10);
+/// How long past the chain head's time the watch baton's holder checks it
+/// (the scripts' `WATCH`, ms).
+const WATCH_MS: u64 = 2000;
 
 /// A job claimed by a claim script, not yet handed to a worker.
 #[derive(Debug)]
@@ -149,9 +158,7 @@ pub(crate) struct Baton {
     partition: u32,
     /// Its time, on Redis' clock (ms).
     at_ms: u64,
-    /// 0 for the chain head's baton (named by its time); `k` for the k-th
-    /// extra baton a claim put in for a backlog (named `xk`).
-    extra: u16,
+    kind: Kind,
     /// Its time as a local instant (`None`: no clock offset yet; now).
     fire_at: Option<Instant>,
     /// Kept past its time for a worker that may come back (see [`LINGER`]).
@@ -170,13 +177,49 @@ struct Offset {
     local: Instant,
 }
 
+/// Which baton of a partition's marker set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The chain head's baton, named by its time.
+    Head,
+    /// The k-th extra baton a claim put in for a backlog, named `xk`.
+    Extra(u16),
+    /// The watch baton, named `w`: its holder checks, the scripts' `WATCH`
+    /// (2 s) after the chain head's time, that someone claimed with the
+    /// head's baton, and rescues the chain if not (its holder died between
+    /// its `BZPOPMIN` and its claim).
+    Watch,
+}
+
+impl Kind {
+    /// The kind of the marker set's member `member`.
+    fn of(member: &str) -> Kind {
+        if member == "w" {
+            return Kind::Watch;
+        }
+        match member.strip_prefix('x').and_then(|k| k.parse().ok()) {
+            Some(k) => Kind::Extra(k),
+            None => Kind::Head,
+        }
+    }
+}
+
 impl Baton {
-    /// Its name in the marker set, as the claim script knows it.
+    /// Its name in the marker set.
     fn member(&self) -> String {
-        if self.extra == 0 {
-            self.at_ms.to_string()
-        } else {
-            format!("x{}", self.extra)
+        match self.kind {
+            Kind::Head => self.at_ms.to_string(),
+            Kind::Extra(k) => format!("x{k}"),
+            Kind::Watch => "w".to_owned(),
+        }
+    }
+
+    /// Its name for the claim script (the watch's carries its time, so the
+    /// script tells the watch out from one that was replaced).
+    fn claim_arg(&self) -> String {
+        match self.kind {
+            Kind::Watch => format!("w{}", self.at_ms),
+            _ => self.member(),
         }
     }
 }
@@ -284,7 +327,7 @@ enum Event {
     Popped {
         blocker: usize,
         generation: u64,
-        result: Result<Option<(String, u16, u64)>, Error>,
+        result: Result<Option<(String, Kind, u64)>, Error>,
     },
     Connected {
         blocker: usize,
@@ -604,7 +647,7 @@ impl Shared {
             state.batons.push(Baton {
                 partition,
                 at_ms,
-                extra: 0,
+                kind: Kind::Head,
                 fire_at,
                 linger_until: None,
             });
@@ -657,7 +700,7 @@ impl Shared {
                 let baton = Baton {
                     partition,
                     at_ms,
-                    extra: 0,
+                    kind: Kind::Head,
                     fire_at: None,
                     linger_until: None,
                 };
@@ -778,7 +821,10 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
         With::Nothing => (String::new(), 2),
         With::Rescue => ("r".to_owned(), 1),
         With::Start => (String::new(), 1),
-        With::Baton(baton) => (baton.member(), 1),
+        // A watch claims only if more than one job is due, unless it
+        // finds the chain head stale (the script decides).
+        With::Baton(baton) if baton.kind == Kind::Watch => (baton.claim_arg(), 2),
+        With::Baton(baton) => (baton.claim_arg(), 1),
     };
     let (ack_id, ack_token) = match &request.ack {
         Some((id, token)) => (arg(id.as_str()), arg(token)),
@@ -804,17 +850,19 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
     let acked: i64 = parse(fields.next())?;
     let _next: i64 = parse(fields.next())?;
     let kept: i64 = parse(fields.next())?;
-    let buried: Vec<String> = parse(fields.next())?;
-    let flat: Vec<Value> = parse(fields.next())?;
-    let left: i64 = parse(fields.next()).unwrap_or(0);
-    let mut jobs = Vec::with_capacity(flat.len() / 5);
-    let mut flat = flat.into_iter();
-    while let Some(id) = flat.next() {
+    let left: i64 = parse(fields.next())?;
+    let n_buried: usize = parse(fields.next())?;
+    let mut buried = Vec::with_capacity(n_buried);
+    for _ in 0..n_buried {
+        buried.push(parse::<String>(fields.next())?);
+    }
+    let mut jobs = Vec::with_capacity(fields.len() / 5);
+    while let Some(id) = fields.next() {
         let id: String = parse(Some(id))?;
-        let payload: Vec<u8> = parse(flat.next())?;
-        let deadline_ms: u64 = parse(flat.next())?;
-        let attempt: u32 = parse(flat.next())?;
-        let expired: i64 = parse(flat.next())?;
+        let payload: Vec<u8> = parse(fields.next())?;
+        let deadline_ms: u64 = parse(fields.next())?;
+        let attempt: u32 = parse(fields.next())?;
+        let expired: i64 = parse(fields.next())?;
         let token = format!("{token}.{}", jobs.len() + 1);
         jobs.push(Claimed {
             partition: request.partition,
@@ -1021,6 +1069,18 @@ impl Waker {
                 let due = baton.fire_at.is_none_or(|at| at <= now);
                 if closed {
                     give_back.push(baton);
+                } else if baton.kind == Kind::Watch && demand == 0 {
+                    // A watch is this process' to check with, waiting
+                    // workers or not: handed back whenever a worker got
+                    // busy, it would cost a ZADD and a BZPOPMIN per job.
+                    if due {
+                        fire.push((baton, 1 + self.shared.setup.prefetch, 0));
+                    } else {
+                        if let Some(at) = baton.fire_at {
+                            soonest(at);
+                        }
+                        state.batons.push(baton);
+                    }
                 } else if due && demand > 0 {
                     let n = demand + self.shared.setup.prefetch;
                     // A fragile partition's claim holds no demand: the
@@ -1150,11 +1210,7 @@ impl Waker {
                 .await
             {
                 Ok(Some((key, member, score))) => {
-                    let extra = member
-                        .strip_prefix('x')
-                        .and_then(|k| k.parse().ok())
-                        .unwrap_or(0);
-                    Ok(Some((key, extra, score.max(0.0) as u64)))
+                    Ok(Some((key, Kind::of(&member), score.max(0.0) as u64)))
                 }
                 Ok(None) => Ok(None),
                 Err(error) => Err(Error::Redis(error)),
@@ -1224,13 +1280,13 @@ impl Waker {
                     return;
                 }
                 match result {
-                    Ok(Some((key, extra, at_ms))) => {
+                    Ok(Some((key, kind, at_ms))) => {
                         let b = &mut self.blockers[blocker];
                         b.phase = Phase::Idle;
                         b.empty = 0;
                         if let Some(i) = b.markers.iter().position(|m| *m == key) {
                             let partition = b.partitions[i];
-                            self.hold(partition, at_ms, extra);
+                            self.hold(partition, at_ms, kind);
                         }
                     }
                     Ok(None) => {
@@ -1308,13 +1364,21 @@ impl Waker {
                 let Ok(Some(raw)) = result else {
                     return;
                 };
-                let armed = raw
-                    .split(' ')
-                    .next()
-                    .and_then(|armed| armed.parse::<u64>().ok());
+                let mut fields = raw.split(' ').map(|f| f.parse::<u64>().ok());
+                let armed = fields.next().flatten();
+                let watch = fields.nth(1).flatten();
                 let offset = self.shared.lock().offset;
+                // The scripts' rule (chain.lua's head_stale): GRACE past
+                // its time, or its watch WATCH overdue too.
                 let stale = match (armed, offset) {
-                    (Some(armed), Some(offset)) => offset.local_at(armed) + GRACE <= Instant::now(),
+                    (Some(armed), Some(offset)) => {
+                        let now = Instant::now();
+                        offset.local_at(armed) + GRACE <= now
+                            || watch.is_some_and(|watch| {
+                                armed + WATCH_MS <= watch
+                                    && offset.local_at(watch + WATCH_MS) <= now
+                            })
+                    }
                     (Some(_), None) => true,
                     (None, _) => false,
                 };
@@ -1338,13 +1402,13 @@ impl Waker {
     }
 
     /// Holds a baton popped for `partition` at `at_ms`.
-    fn hold(&mut self, partition: u32, at_ms: u64, extra: u16) {
+    fn hold(&mut self, partition: u32, at_ms: u64, kind: Kind) {
         let mut state = self.shared.lock();
         let fire_at = state.offset.map(|o| o.local_at(at_ms));
         state.batons.push(Baton {
             partition,
             at_ms,
-            extra,
+            kind,
             fire_at,
             linger_until: None,
         });
