@@ -250,9 +250,9 @@ struct State {
     /// dead node's partitions never make the others wait.
     failed_at: std::collections::HashMap<u32, Instant>,
     /// A partition where the last claim left a backlog ([`BACKLOG`] or
-    /// more due jobs): the next call claims there at once, without a baton,
-    /// instead of waiting for one, so every worker works on a backlog at
-    /// once.
+    /// more due jobs): calls claim there at once, without a baton, instead
+    /// of waiting for one, so every worker works on a backlog at once,
+    /// until a claim's reply says it is gone.
     backlog: Option<u32>,
     closed: bool,
 }
@@ -375,9 +375,10 @@ impl Shared {
     /// A prefetched job is taken at once; if no other call waits and this
     /// process holds a baton that is due, the call claims with it right
     /// away, without going through the waker task (a call dropped meanwhile
-    /// loses nothing: the claim is finished in a task of its own); and if
-    /// the last claim here left a backlog, the call claims from it at once
-    /// without a baton (taking a job only if more than one is due).
+    /// loses nothing: the claim is finished in a task of its own); and
+    /// while the last claim here left a backlog, every call claims from it
+    /// at once without a baton, whoever else waits (taking a job only if
+    /// more than one is due).
     pub(crate) async fn wait(self: &Arc<Self>, max: usize) -> Delivery {
         loop {
             let direct = {
@@ -401,10 +402,11 @@ impl Shared {
                         let baton = state.batons.swap_remove(i);
                         Some((baton.partition, With::Baton(baton)))
                     }
-                    (None, Some(partition)) if alone => {
-                        state.backlog = None;
-                        Some((partition, With::Nothing))
-                    }
+                    // A backlog: every caller claims from it at once,
+                    // whoever else waits (through the waker, the callers
+                    // of one `Queue` would take turns). The claim's reply
+                    // says whether the backlog is still there.
+                    (None, Some(partition)) => Some((partition, With::Nothing)),
                     _ => None,
                 }
             };
