@@ -27,16 +27,16 @@
 //! 3. **Schedule throughput**, `PEERS_ONE_BY_ONE` (10 000; quick 2 000) jobs
 //!    one call at a time, then `PEERS_MEMORY_JOBS` (1 000 000; quick 100 000)
 //!    in calls of 1 000; then Redis `used_memory` growth per pending job.
-//! 2b. **Commands per job as the fleet grows** (`fleet`): the lateness run
-//!    of 1., `PEERS_FLEET_SECS` (5; quick 3) long, with 1, 4 and 16
-//!    workers (`PEERS_FLEET`, comma-separated), each with its own
-//!    connection (our queue: each its own `Queue`, as separate processes
-//!    would have): Redis commands per delivered job (`INFO stats`
-//!    `total_commands_processed`, scripts' inner commands included).
 //! 4. **Our queue on a 3-master Redis Cluster** with `partitions(3)` against
 //!    one node: claim throughput (`PEERS_CLAIM_JOBS`, 20 000; quick 5 000,
 //!    jobs due at once, claimed and acked by the workers) and lateness as
 //!    in 1.
+//! 5. **Commands per job as the fleet grows** (`fleet`): the run of
+//!    workload 1, `PEERS_FLEET_SECS` (5; quick 3) long, with 1, 4 and 16
+//!    workers (`PEERS_FLEET`, comma-separated), each with its own
+//!    connection (our queue: each its own `Queue`, as separate processes
+//!    would have): Redis commands per delivered job (`INFO stats`
+//!    `total_commands_processed`, scripts' inner commands included).
 //!
 //! `PEERS_ONLY=schedule` (or `lateness`, `fleet`, `idle`, `cluster`, comma-separated)
 //! runs only those workloads.
@@ -872,7 +872,7 @@ async fn main() {
     }
 
     if scale.runs("fleet") {
-        // 2b. Commands per job with 1, 4, 16 workers: the cost of a job
+        // 5. Commands per job with 1, 4, 16 workers: the cost of a job
         // must not grow with the fleet.
         for &n in &scale.fleet {
             let fleet = Scale {
