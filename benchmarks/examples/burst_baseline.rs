@@ -11,7 +11,10 @@
 //!     cargo run --release -p tiered-timer-benchmarks --example herd
 //! ```
 //!
-//! Driven by `herd` over stdin/stdout: `BURST_URL`, `BURST_JOBS`,
+//! `benchmarks/cg_burst.sh` runs it against a redis-server under callgrind
+//! and prints Redis' instructions per job.
+//!
+//! Driven by `herd` (or `cg_burst.sh`) over stdin/stdout: `BURST_URL`, `BURST_JOBS`,
 //! `BURST_WORKERS` and `BURST_SHARED` (1: the workers are tasks sharing
 //! one `Queue`, as in one process; 0: each its own `Queue`, as separate
 //! processes) in the environment; it schedules the jobs, prints `ready`,
