@@ -24,7 +24,14 @@
 //!   throughput with `next` + `ack`, with `prefetch(64)`, with
 //!   `ack_and_next`, with `next_batch(64)` + `ack`, and with
 //!   `next_batch(64)` + `ack_many`; Redis commands and CPU per job, and
-//!   this process' CPU per job.
+//!   this process' CPU per job. The workers are 4 `Queue`s (as 4
+//!   processes) and then 4 tasks sharing one `Queue` (as one process;
+//!   `HERD_SHAPES=apart` or `shared` for one of them); `HERD_MODES` picks
+//!   modes (`NextAck,Prefetch,AckAndNext,Batch,BatchAckMany`),
+//!   `HERD_ROUNDS` repeats the table. With `HERD_BASELINE` (the
+//!   `burst_baseline` example built at an older commit: see that file),
+//!   each `next` + `ack` row is preceded by the same burst run by that
+//!   build, against a fresh server of the same kind, in the same run.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -352,10 +359,19 @@ fn own_cpu() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// Burst: `jobs` due at once, 4 workers; claim + ack throughput (jobs/s),
-/// Redis commands per job, and CPU per job (µs) of Redis and of this
-/// process.
-async fn burst(jobs: u64, mode: Mode) -> (f64, f64, f64, f64) {
+/// What a burst measured: claim + ack throughput (jobs/s), Redis commands
+/// per job, and CPU per job (µs) of Redis and of the workers' process.
+struct Burst {
+    rate: f64,
+    commands: f64,
+    redis_cpu: f64,
+    own_cpu: f64,
+}
+
+/// Burst: `jobs` due at once, 4 workers, each its own `Queue` (as separate
+/// processes) or, if `shared`, 4 tasks sharing one `Queue` (as one
+/// process).
+async fn burst(jobs: u64, mode: Mode, shared: bool) -> Burst {
     let server = Server::start();
     let prefetch = match mode {
         Mode::Prefetch | Mode::AckAndNext => 64,
@@ -370,8 +386,13 @@ async fn burst(jobs: u64, mode: Mode) -> (f64, f64, f64, f64) {
     }
     let done = Arc::new(AtomicU64::new(0));
     let mut queues = Vec::new();
-    for _ in 0..4 {
-        queues.push(queue(&server, 1, prefetch).await);
+    if shared {
+        let queue = queue(&server, 1, prefetch).await;
+        queues.resize(4, queue);
+    } else {
+        for _ in 0..4 {
+            queues.push(queue(&server, 1, prefetch).await);
+        }
     }
     let (c0, cpu0) = server.counters();
     let own0 = own_cpu();
@@ -431,12 +452,48 @@ async fn burst(jobs: u64, mode: Mode) -> (f64, f64, f64, f64) {
         task.abort();
     }
     let per = |x: f64| x / target as f64 * 1e6;
-    (
-        target as f64 / took,
-        (c1 - c0 - 4.0) / target as f64,
-        per(cpu1 - cpu0),
-        per(own),
-    )
+    Burst {
+        rate: target as f64 / took,
+        commands: (c1 - c0 - 4.0) / target as f64,
+        redis_cpu: per(cpu1 - cpu0),
+        own_cpu: per(own),
+    }
+}
+
+/// The same burst with `next` + `ack` run by another build of the crate
+/// (`HERD_BASELINE`: `burst_baseline` built at an older commit; see that
+/// example), against a fresh server of ours.
+fn burst_baseline(binary: &str, jobs: u64, shared: bool) -> Burst {
+    let server = Server::start();
+    let mut child = Command::new(binary)
+        .env("BURST_URL", server.url())
+        .env("BURST_JOBS", jobs.to_string())
+        .env("BURST_WORKERS", "4")
+        .env("BURST_SHARED", if shared { "1" } else { "0" })
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the HERD_BASELINE binary");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let (c0, cpu0) = server.counters();
+    {
+        use std::io::Write;
+        writeln!(stdin, "go").unwrap();
+    }
+    let result = lines.next().unwrap().unwrap();
+    let (c1, cpu1) = server.counters();
+    let _ = child.wait();
+    let mut fields = result.split_whitespace().map(|v| v.parse::<f64>().unwrap());
+    let (took, own) = (fields.next().unwrap(), fields.next().unwrap());
+    let per = |x: f64| x / jobs as f64 * 1e6;
+    Burst {
+        rate: jobs as f64 / took,
+        commands: (c1 - c0 - 4.0) / jobs as f64,
+        redis_cpu: per(cpu1 - cpu0),
+        own_cpu: per(own),
+    }
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -494,29 +551,57 @@ async fn main() {
     }
     if only("burst") {
         let jobs = env("HERD_BURST", 50_000);
-        println!("\nburst: {jobs} jobs due at once, 4 workers, one partition");
-        println!("| how | claim + ack (jobs/s) | commands/job | Redis CPU/job (µs) | worker CPU/job (µs) |");
-        println!("|---|---|---|---|---|");
+        let rounds = env("HERD_ROUNDS", 1);
+        let baseline = std::env::var("HERD_BASELINE").ok();
+        println!("\nburst: {jobs} jobs due at once, 4 workers, one partition; workers as 4 `Queue`s (4 processes) or as 4 tasks sharing one `Queue` (one process)");
+        println!("| how | workers | claim + ack (jobs/s) | commands/job | Redis CPU/job (µs) | worker CPU/job (µs) |");
+        println!("|---|---|---|---|---|---|");
         let modes = std::env::var("HERD_MODES").unwrap_or_default();
-        for mode in [
-            Mode::NextAck,
-            Mode::Prefetch,
-            Mode::AckAndNext,
-            Mode::Batch,
-            Mode::BatchAckMany,
-        ] {
-            if !modes.is_empty() && !modes.split(',').any(|m| m == format!("{mode:?}")) {
-                continue;
-            }
-            let (rate, per_job, redis_cpu, own_cpu) = burst(jobs, mode).await;
-            let how = match mode {
-                Mode::NextAck => "next + ack",
-                Mode::Prefetch => "next + ack, prefetch(64)",
-                Mode::AckAndNext => "ack_and_next, prefetch(64)",
-                Mode::Batch => "next_batch(64) + ack",
-                Mode::BatchAckMany => "next_batch(64) + ack_many",
+        let shapes = std::env::var("HERD_SHAPES").unwrap_or_default();
+        let row = |how: &str, shared: bool, b: &Burst| {
+            let workers = if shared {
+                "1 Queue, 4 tasks"
+            } else {
+                "4 Queues"
             };
-            println!("| {how} | {rate:.0} | {per_job:.1} | {redis_cpu:.1} | {own_cpu:.1} |");
+            println!(
+                "| {how} | {workers} | {:.0} | {:.1} | {:.1} | {:.1} |",
+                b.rate, b.commands, b.redis_cpu, b.own_cpu
+            );
+        };
+        for _ in 0..rounds {
+            for shared in [false, true] {
+                let shape = if shared { "shared" } else { "apart" };
+                if !shapes.is_empty() && !shapes.split(',').any(|s| s == shape) {
+                    continue;
+                }
+                for mode in [
+                    Mode::NextAck,
+                    Mode::Prefetch,
+                    Mode::AckAndNext,
+                    Mode::Batch,
+                    Mode::BatchAckMany,
+                ] {
+                    if !modes.is_empty() && !modes.split(',').any(|m| m == format!("{mode:?}")) {
+                        continue;
+                    }
+                    if let (Some(binary), Mode::NextAck) = (&baseline, mode) {
+                        row(
+                            "next + ack, baseline build",
+                            shared,
+                            &burst_baseline(binary, jobs, shared),
+                        );
+                    }
+                    let how = match mode {
+                        Mode::NextAck => "next + ack",
+                        Mode::Prefetch => "next + ack, prefetch(64)",
+                        Mode::AckAndNext => "ack_and_next, prefetch(64)",
+                        Mode::Batch => "next_batch(64) + ack",
+                        Mode::BatchAckMany => "next_batch(64) + ack_many",
+                    };
+                    row(how, shared, &burst(jobs, mode, shared).await);
+                }
+            }
         }
     }
 }

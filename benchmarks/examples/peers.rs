@@ -31,8 +31,14 @@
 //!    one node: claim throughput (`PEERS_CLAIM_JOBS`, 20 000; quick 5 000,
 //!    jobs due at once, claimed and acked by the workers) and lateness as
 //!    in 1.
+//! 5. **Commands per job as the fleet grows** (`fleet`): the run of
+//!    workload 1, `PEERS_FLEET_SECS` (5; quick 3) long, with 1, 4 and 16
+//!    workers (`PEERS_FLEET`, comma-separated), each with its own
+//!    connection (our queue: each its own `Queue`, as separate processes
+//!    would have): Redis commands per delivered job (`INFO stats`
+//!    `total_commands_processed`, scripts' inner commands included).
 //!
-//! `PEERS_ONLY=schedule` (or `lateness`, `idle`, `cluster`, comma-separated)
+//! `PEERS_ONLY=schedule` (or `lateness`, `fleet`, `idle`, `cluster`, comma-separated)
 //! runs only those workloads.
 //!
 //! The peers poll: `PEERS_POLL_MS` (100) between empty polls for both.
@@ -76,6 +82,9 @@ struct Scale {
     memory_jobs: u64,
     claim_jobs: u64,
     poll: Duration,
+    /// Worker counts of the fleet workload.
+    fleet: Vec<usize>,
+    fleet_secs: u64,
     /// The workloads to run (`PEERS_ONLY`; all by default).
     only: Option<String>,
 }
@@ -103,6 +112,16 @@ impl Scale {
             memory_jobs: env_or("PEERS_MEMORY_JOBS", pick(1_000_000, 100_000)),
             claim_jobs: env_or("PEERS_CLAIM_JOBS", pick(20_000, 5_000)),
             poll: Duration::from_millis(env_or("PEERS_POLL_MS", 100)),
+            fleet: std::env::var("PEERS_FLEET")
+                .unwrap_or_else(|_| "1,4,16".to_owned())
+                .split(',')
+                .map(|n| {
+                    n.trim()
+                        .parse()
+                        .expect("PEERS_FLEET: worker counts, comma-separated")
+                })
+                .collect(),
+            fleet_secs: env_or("PEERS_FLEET_SECS", pick(5, 3)),
             only: std::env::var("PEERS_ONLY").ok(),
         }
     }
@@ -850,6 +869,37 @@ async fn main() {
             row.cells.insert(peer, l.cell());
         }
         rows.push(row);
+    }
+
+    if scale.runs("fleet") {
+        // 5. Commands per job with 1, 4, 16 workers: the cost of a job
+        // must not grow with the fleet.
+        for &n in &scale.fleet {
+            let fleet = Scale {
+                workers: n,
+                lateness_secs: scale.fleet_secs,
+                ..scale.clone()
+            };
+            let mut row = Row::new(format!(
+                "Redis commands per job, {n} worker(s); {} jobs/s for {} s",
+                scale.rate, scale.fleet_secs
+            ));
+            for peer in PEERS {
+                flush(&mut admin).await;
+                eprintln!("fleet: {peer}, {n} worker(s)...");
+                let l = match peer {
+                    "tiered-timer-jobs" => ours::lateness(&url, &one, false, 1, &fleet).await,
+                    "rsmq_async" => rsmq::lateness(&url, &fleet).await,
+                    _ => apalis::lateness(&url, &fleet).await,
+                };
+                let mut cell = format!("{:.1}", l.commands_per_job);
+                if l.delivered != l.expected {
+                    cell.push_str(&format!(" ({} of {} delivered)", l.delivered, l.expected));
+                }
+                row.cells.insert(peer, cell);
+            }
+            rows.push(row);
+        }
     }
 
     if scale.runs("idle") {

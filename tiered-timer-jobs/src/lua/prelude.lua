@@ -8,13 +8,20 @@ local K_LATENESS = KEYS[5]
 -- 2^52 + any time before the year 142 000 is still exact in a double.
 local LEASED = 4503599627370496
 -- How long past its time the chain head may go unclaimed before any
--- script that notices re-arms the chain (its holder died or hung).
+-- script that notices re-arms the chain (its holder died or hung): the
+-- last line, behind the watch baton (see chain.lua).
 local GRACE = 10000
+-- The watch baton's holder checks the chain head this long after its
+-- time, and re-arms it if nobody claimed with it.
+local WATCH = 2000
 -- The most extra batons a claim puts in for a backlog (see claim.lua).
 local EXTRAS = 32
 -- How many due jobs left behind a claim make a backlog: from then on every
 -- worker claims at once instead of one after the other (see claim.lua).
 local BACKLOG = 8
+-- A claim looks for a backlog only when its first job was more than this
+-- late (ms).
+local LATE = 20
 
 local function fmt(n) return string.format('%d', n) end
 -- A job's fields in the job hash: payload, lease (or attempts), last error.

@@ -1,0 +1,348 @@
+//! Claims: the claim script's requests and replies, and running one so
+//! that nothing it took is stranded (a claim made for a caller that is
+//! dropped meanwhile is finished in a task of its own and its jobs go to
+//! the next waiters).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{Baton, Claimed, Event, Kind, Offset, Setup, Shared, BACKLOG, KEEP_HORIZON};
+use crate::error::Error;
+use crate::job::JobId;
+use crate::queue::{arg, millis_up, parse};
+use crate::scripts;
+
+/// Which baton a claim is made with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum With {
+    /// None: claim only if more than one job is due (the baton's holder
+    /// takes the first).
+    Nothing,
+    /// None, but re-arm the chain whatever `armed` says: after a lost
+    /// connection, or a probe that found the chain head stale.
+    Rescue,
+    /// None: the first claim of this queue handle (claims, and re-arms a
+    /// missing or stale chain).
+    Start,
+    /// This baton.
+    Baton(Baton),
+}
+
+#[derive(Debug)]
+pub(crate) struct ClaimRequest {
+    pub(crate) partition: u32,
+    pub(crate) n: usize,
+    pub(crate) with: With,
+    pub(crate) ack: Option<(JobId, String)>,
+    /// Demand of waiting workers this claim serves.
+    pub(super) reserved: usize,
+}
+
+/// A claim script's reply.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) now_ms: u64,
+    /// How many due jobs the claim saw and left (at most [`BACKLOG`] + 1):
+    /// [`BACKLOG`] or more is a backlog.
+    pub(crate) left: u64,
+    /// `Some(false)`: the job to ack had lost its lease (nothing done).
+    pub(crate) acked: Option<bool>,
+    pub(crate) kept: Option<u64>,
+    pub(crate) buried: Vec<String>,
+    pub(crate) jobs: Vec<Claimed>,
+    /// The claim ran, but fewer replicas than asked for acknowledged it.
+    pub(crate) replicated: Result<(), Error>,
+}
+
+impl Shared {
+    /// Claims now, in a task of its own, for a caller that holds a job
+    /// (see [`Job::ack_and_next`](crate::Job::ack_and_next)): with a
+    /// baton of this partition if this process holds a due one.
+    pub(crate) async fn claim_now(
+        self: &Arc<Self>,
+        partition: u32,
+        ack: (JobId, String),
+    ) -> Result<Outcome, Error> {
+        let with = {
+            let mut state = self.lock();
+            let now = Instant::now();
+            let due = state
+                .batons
+                .iter()
+                .position(|b| b.partition == partition && b.fire_at.is_none_or(|at| at <= now));
+            match due {
+                Some(i) => With::Baton(state.batons.swap_remove(i)),
+                None => With::Nothing,
+            }
+        };
+        self.claim_for_caller(ClaimRequest {
+            partition,
+            n: 1 + self.setup.prefetch,
+            with,
+            ack: Some(ack),
+            reserved: 0,
+        })
+        .await
+    }
+
+    /// Runs a claim in a task of its own and waits for its outcome; if
+    /// this call is dropped meanwhile, the jobs go to the next waiters.
+    pub(super) async fn claim_for_caller(
+        self: &Arc<Self>,
+        request: ClaimRequest,
+    ) -> Result<Outcome, Error> {
+        let shared = Arc::clone(self);
+        let claim: InFlight = Box::pin(async move {
+            let sent = Instant::now();
+            let result = claim(&shared.setup, &request, sent).await;
+            (request, sent, Instant::now(), result)
+        });
+        let mut in_flight = InlineClaim {
+            claim: Some(claim),
+            shared: self,
+        };
+        let (request, sent, received, result) = in_flight.run().await;
+        let result = match result {
+            Ok(mut outcome) => {
+                self.note(&request, sent, received, &mut outcome);
+                Ok(outcome)
+            }
+            Err(error) => {
+                self.note_failure(&request);
+                Err(error)
+            }
+        };
+        self.notify.notify_one();
+        result
+    }
+
+    /// Takes what a claim's reply says about this process' state: Redis'
+    /// clock (the offset), the baton passed back to it, and the jobs it
+    /// buried (traced). Leaves the jobs.
+    pub(super) fn note(
+        &self,
+        request: &ClaimRequest,
+        sent: Instant,
+        received: Instant,
+        outcome: &mut Outcome,
+    ) {
+        let name = &self.setup.name;
+        let partition = request.partition;
+        for id in std::mem::take(&mut outcome.buried) {
+            tracing::warn!(queue = %name, job = %id, attempts = self.setup.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
+            crate::metrics::dead_lettered(name);
+        }
+        let mut state = self.lock();
+        state.reserved = state.reserved.saturating_sub(request.reserved);
+        state.failed_at.remove(&partition);
+        if outcome.left >= BACKLOG {
+            state.backlog = Some(partition);
+        } else if state.backlog == Some(partition) {
+            state.backlog = None;
+        }
+        if outcome.now_ms > 0 && received.duration_since(sent) < Duration::from_secs(1) {
+            state.offset = Some(Offset {
+                redis_ms: outcome.now_ms,
+                local: received,
+            });
+        }
+        if let Some(at_ms) = outcome.kept.take() {
+            let fire_at = state.offset.map(|o| o.local_at(at_ms));
+            state.batons.push(Baton {
+                partition,
+                at_ms,
+                kind: Kind::Head,
+                fire_at,
+                linger_until: None,
+            });
+        }
+    }
+
+    /// A claim failed: the demand it served is free again, the partition
+    /// is fragile for a while, and the baton the claim was made with is
+    /// not lost with it (it is tried again in half a second).
+    pub(super) fn note_failure(&self, request: &ClaimRequest) {
+        let mut state = self.lock();
+        state.reserved = state.reserved.saturating_sub(request.reserved);
+        state.failed_at.insert(request.partition, Instant::now());
+        if let With::Baton(baton) = request.with {
+            state.batons.push(Baton {
+                fire_at: Some(Instant::now() + Duration::from_millis(500)),
+                linger_until: None,
+                ..baton
+            });
+        }
+    }
+
+    /// Hands a claim's outcome to the waker; if the waker is gone (the
+    /// last handle was dropped), hands its jobs and baton back to Redis.
+    async fn report(
+        &self,
+        request: ClaimRequest,
+        sent: Instant,
+        received: Instant,
+        result: Result<Outcome, Error>,
+    ) {
+        let partition = request.partition;
+        let Err(mpsc::error::SendError(event)) = self.inbox.send(Event::Claimed {
+            request,
+            sent,
+            received,
+            result,
+        }) else {
+            return;
+        };
+        if let Event::Claimed {
+            result: Ok(outcome),
+            ..
+        } = event
+        {
+            for job in &outcome.jobs {
+                let _ = self.release(job).await;
+            }
+            if let Some(at_ms) = outcome.kept {
+                let baton = Baton {
+                    partition,
+                    at_ms,
+                    kind: Kind::Head,
+                    fire_at: None,
+                    linger_until: None,
+                };
+                let _ = self.hand_back(&baton).await;
+            }
+        }
+    }
+}
+
+/// A claim in flight, as a boxed future.
+type InFlight = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = (ClaimRequest, Instant, Instant, Result<Outcome, Error>)>
+            + Send,
+    >,
+>;
+
+/// A claim run in the caller's task; if the caller is dropped before it
+/// ends, it is finished in a task of its own and reported to the waker (its
+/// jobs go to the next waiters), so that nothing is stranded.
+struct InlineClaim<'a> {
+    claim: Option<InFlight>,
+    shared: &'a Arc<Shared>,
+}
+
+impl InlineClaim<'_> {
+    async fn run(&mut self) -> (ClaimRequest, Instant, Instant, Result<Outcome, Error>) {
+        let claim = self.claim.as_mut().expect("run once");
+        let done = claim.await;
+        self.claim = None;
+        done
+    }
+}
+
+impl Drop for InlineClaim<'_> {
+    fn drop(&mut self) {
+        let Some(claim) = self.claim.take() else {
+            return;
+        };
+        let shared = Arc::clone(self.shared);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let (request, sent, received, result) = claim.await;
+                shared.report(request, sent, received, result).await;
+            });
+        }
+    }
+}
+
+/// Runs one claim and reports it: to `caller` if given and still there,
+/// else to the waker.
+pub(super) async fn run_claim(shared: Arc<Shared>, request: ClaimRequest) {
+    let sent = Instant::now();
+    let result = claim(&shared.setup, &request, sent).await;
+    let received = Instant::now();
+    shared.report(request, sent, received, result).await;
+}
+
+/// Runs the claim script.
+async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<Outcome, Error> {
+    let keys = &setup.partitions[request.partition as usize];
+    let lease_ms = millis_up(setup.lease);
+    let token = setup.token();
+    let (baton, min_due) = match request.with {
+        With::Nothing => (String::new(), 2),
+        With::Rescue => ("r".to_owned(), 1),
+        With::Start => (String::new(), 1),
+        // A watch claims only if more than one job is due, unless it
+        // finds the chain head stale (the script decides).
+        With::Baton(baton) if baton.kind == Kind::Watch => (baton.claim_arg(), 2),
+        With::Baton(baton) => (baton.claim_arg(), 1),
+    };
+    let (ack_id, ack_token) = match &request.ack {
+        Some((id, token)) => (arg(id.as_str()), arg(token)),
+        None => (Vec::new(), Vec::new()),
+    };
+    let args = vec![
+        arg(&request.n.to_string()),
+        arg(&lease_ms.to_string()),
+        arg(&setup.max_attempts.to_string()),
+        arg(&token),
+        arg(&baton),
+        arg(&KEEP_HORIZON.as_millis().to_string()),
+        arg(&min_due.to_string()),
+        ack_id,
+        ack_token,
+    ];
+    let (reply, replicated): (Vec<Value>, _) = setup
+        .conn
+        .eval_replicated(&scripts::CLAIM_SCRIPT, &keys.ordered, args, true)
+        .await?;
+    let mut fields = reply.into_iter();
+    let now_ms: i64 = parse(fields.next())?;
+    let acked: i64 = parse(fields.next())?;
+    let _next: i64 = parse(fields.next())?;
+    let kept: i64 = parse(fields.next())?;
+    let left: i64 = parse(fields.next())?;
+    let n_buried: usize = parse(fields.next())?;
+    let mut buried = Vec::with_capacity(n_buried);
+    for _ in 0..n_buried {
+        buried.push(parse::<String>(fields.next())?);
+    }
+    let mut jobs = Vec::with_capacity(fields.len() / 5);
+    while let Some(id) = fields.next() {
+        let id: String = parse(Some(id))?;
+        let payload: Vec<u8> = parse(fields.next())?;
+        let deadline_ms: u64 = parse(fields.next())?;
+        let attempt: u32 = parse(fields.next())?;
+        let expired: i64 = parse(fields.next())?;
+        let token = format!("{token}.{}", jobs.len() + 1);
+        jobs.push(Claimed {
+            partition: request.partition,
+            id: JobId::from(id),
+            payload,
+            deadline_ms,
+            attempt,
+            token,
+            lease: Duration::from_millis(lease_ms),
+            sent,
+            expired: expired == 1,
+            claimed_ms: u64::try_from(now_ms).unwrap_or(0),
+        });
+    }
+    Ok(Outcome {
+        now_ms: u64::try_from(now_ms).unwrap_or(0),
+        left: u64::try_from(left).unwrap_or(0),
+        acked: match acked {
+            1 => Some(true),
+            0 => Some(false),
+            _ => None,
+        },
+        kept: u64::try_from(kept).ok(),
+        buried,
+        jobs,
+        replicated,
+    })
+}
