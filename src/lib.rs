@@ -95,6 +95,9 @@
 //!
 //! The synchronous core lives in `src/wheel/` (it reads no clock and takes no
 //! lock); `src/driver/` runs it on tokio, through a [`clock::Clock`].
+//! [`wheel_core::Wheel`] is that core, public for owners with their own
+//! clock and lock (the durable job store of `tiered-timer-jobs` files
+//! wall-clock milliseconds in it).
 //!
 //! # Differences from `tokio::time`
 //!
@@ -214,6 +217,7 @@ mod timer;
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 mod wheel;
+pub mod wheel_core;
 
 // The loom shim's halves, by the names the rest of the crate uses: only
 // `shim` looks at `cfg(loom)` to swap std and tokio for loom's versions.

@@ -1,4 +1,4 @@
-//! Side by side against one Redis: `tiered-timer-redis` and the classic
+//! Side by side against one Redis: `tiered-timer-jobs` and the classic
 //! poller (a Lua `ZRANGEBYSCORE` + `ZREM` claim every 100 ms, due times
 //! from the client's clock). Prints a markdown table.
 //!
@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::aio::MultiplexedConnection;
-use tiered_timer_redis::Queue;
+use tiered_timer_jobs::Queue;
 
 /// How far out the lateness runs schedule their jobs.
 const LEAD: Duration = Duration::from_millis(200);
@@ -464,7 +464,7 @@ async fn main() {
     eprintln!("idle cost...");
     idle(&url, &mut conn, 100_000, 4, &mut rows).await;
 
-    println!("| measure | tiered-timer-redis | 100 ms poller |");
+    println!("| measure | tiered-timer-jobs | 100 ms poller |");
     println!("|---|---|---|");
     for row in rows {
         println!("| {} | {} | {} |", row.what, row.ours, row.poller);

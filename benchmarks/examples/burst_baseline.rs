@@ -1,11 +1,13 @@
 //! The claim + ack burst of `herd` with nothing but `next` and `ack`, so
-//! that the same file builds against an older `tiered-timer-redis` (main
-//! before issue 25: commit 70c2c68) and `herd` can alternate it with the
-//! current crate in one run (`HERD_BASELINE`).
+//! that the same file builds against an older `tiered-timer-redis` (the
+//! crate's name before issue 27; main before issue 25: commit 70c2c68)
+//! and `herd` can alternate it with the current crate in one run
+//! (`HERD_BASELINE`).
 //!
 //! ```sh
 //! git worktree add --detach /tmp/old 70c2c68
-//! cp benchmarks/examples/burst_baseline.rs /tmp/old/benchmarks/examples/
+//! sed s/tiered_timer_jobs/tiered_timer_redis/ benchmarks/examples/burst_baseline.rs \
+//!     > /tmp/old/benchmarks/examples/burst_baseline.rs
 //! (cd /tmp/old && cargo build --release -p tiered-timer-benchmarks --example burst_baseline)
 //! HERD_BASELINE=/tmp/old/target/release/examples/burst_baseline HERD_ONLY=burst \
 //!     cargo run --release -p tiered-timer-benchmarks --example herd
@@ -26,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tiered_timer_redis::Queue;
+use tiered_timer_jobs::Queue;
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tiered_timer_redis::Queue;
+use tiered_timer_jobs::Queue;
 
 /// A redis-server of our own, on a free port, stopped on drop.
 struct Server {

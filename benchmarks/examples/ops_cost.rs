@@ -18,7 +18,7 @@ use tiered_timer_benchmarks::redis_support as support;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use tiered_timer_redis::Queue;
+use tiered_timer_jobs::Queue;
 
 const PENDING: usize = 100_000;
 const DEAD: usize = 1_000;

@@ -1,5 +1,5 @@
 //! Side by side with the crates a Rust user would pick instead, against
-//! redis-servers this example starts itself: `tiered-timer-redis`,
+//! redis-servers this example starts itself: `tiered-timer-jobs`,
 //! `rsmq_async` (RSMQ) and `apalis-redis` (apalis 1.0). Prints markdown
 //! tables.
 //!
@@ -61,7 +61,7 @@ use apalis_core::worker::builder::WorkerBuilder;
 use apalis_redis::{Config as ApalisConfig, RedisStorage};
 use redis::aio::MultiplexedConnection;
 use rsmq_async::{Rsmq, RsmqConnection};
-use tiered_timer_redis::Queue;
+use tiered_timer_jobs::Queue;
 
 /// Every payload is this long, for every peer.
 const PAYLOAD_LEN: usize = 32;
@@ -496,7 +496,7 @@ mod ours {
                 .map(|&due| (UNIX_EPOCH + Duration::from_micros(due), payload(due)));
             producer.schedule_many_at(jobs).await.unwrap();
         }
-        check_scheduled_in_time("tiered-timer-redis", &plan);
+        check_scheduled_in_time("tiered-timer-jobs", &plan);
         let sink = Arc::new(Deliveries::default());
         let handles = workers(url, name, cluster, partitions, scale.workers, sink.clone()).await;
         observe_plan(watch, &plan, &sink, handles).await
@@ -805,7 +805,7 @@ async fn ours_memory_by_key(conn: &mut MultiplexedConnection) -> String {
         .join(", ")
 }
 
-const PEERS: [&str; 3] = ["tiered-timer-redis", "rsmq_async", "apalis-redis"];
+const PEERS: [&str; 3] = ["tiered-timer-jobs", "rsmq_async", "apalis-redis"];
 
 /// One row of the main table: a cell per peer.
 struct Row {
@@ -849,7 +849,7 @@ async fn main() {
             flush(&mut admin).await;
             eprintln!("warm-up: {peer}...");
             match peer {
-                "tiered-timer-redis" => ours::lateness(&url, &one, false, 1, &warm_up).await,
+                "tiered-timer-jobs" => ours::lateness(&url, &one, false, 1, &warm_up).await,
                 "rsmq_async" => rsmq::lateness(&url, &warm_up).await,
                 _ => apalis::lateness(&url, &warm_up).await,
             };
@@ -862,7 +862,7 @@ async fn main() {
             flush(&mut admin).await;
             eprintln!("lateness: {peer}...");
             let l = match peer {
-                "tiered-timer-redis" => ours::lateness(&url, &one, false, 1, &scale).await,
+                "tiered-timer-jobs" => ours::lateness(&url, &one, false, 1, &scale).await,
                 "rsmq_async" => rsmq::lateness(&url, &scale).await,
                 _ => apalis::lateness(&url, &scale).await,
             };
@@ -888,7 +888,7 @@ async fn main() {
                 flush(&mut admin).await;
                 eprintln!("fleet: {peer}, {n} worker(s)...");
                 let l = match peer {
-                    "tiered-timer-redis" => ours::lateness(&url, &one, false, 1, &fleet).await,
+                    "tiered-timer-jobs" => ours::lateness(&url, &one, false, 1, &fleet).await,
                     "rsmq_async" => rsmq::lateness(&url, &fleet).await,
                     _ => apalis::lateness(&url, &fleet).await,
                 };
@@ -920,7 +920,7 @@ async fn main() {
             eprintln!("idle: {peer}...");
             let sink = Arc::new(Deliveries::default());
             let handles = match peer {
-                "tiered-timer-redis" => {
+                "tiered-timer-jobs" => {
                     let queue = ours::connect(&url, "peers-ours", false, 1).await;
                     ours::fill(&queue, scale.idle_jobs).await;
                     ours::workers(&url, "peers-ours", false, 1, workers, sink.clone()).await
@@ -979,12 +979,12 @@ async fn main() {
             let before = info(&mut admin).await;
             eprintln!("schedule and memory: {peer}...");
             let (one, many) = match peer {
-                "tiered-timer-redis" => ours::schedule(&url, &scale).await,
+                "tiered-timer-jobs" => ours::schedule(&url, &scale).await,
                 "rsmq_async" => rsmq::schedule(&url, &scale).await,
                 _ => apalis::schedule(&url, &scale).await,
             };
             let after = info(&mut admin).await;
-            if peer == "tiered-timer-redis" {
+            if peer == "tiered-timer-jobs" {
                 memory_by_key = ours_memory_by_key(&mut admin).await;
             }
             let per_job = (after.memory - before.memory) as f64
@@ -995,7 +995,7 @@ async fn main() {
         }
         let batch_notes: HashMap<&str, &str> = [
             (
-                "tiered-timer-redis",
+                "tiered-timer-jobs",
                 " (`schedule_many`: one script per 1 000 jobs, a delay per job from one Redis now)",
             ),
             (
@@ -1056,7 +1056,7 @@ async fn main() {
         lateness.push(ours::lateness(&cluster.url(), &nodes, true, 3, &scale).await);
         drop(cluster);
         println!(
-            "| tiered-timer-redis, {workers} workers | one node, `partitions(1)` | one node, `partitions(3)` | 3-master cluster, `partitions(3)` |"
+            "| tiered-timer-jobs, {workers} workers | one node, `partitions(1)` | one node, `partitions(3)` | 3-master cluster, `partitions(3)` |"
         );
         println!("|---|---|---|---|");
         let claims: Vec<String> = claims.iter().map(|c| format!("{c:.0}")).collect();

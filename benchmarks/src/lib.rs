@@ -1,4 +1,4 @@
-//! Benchmarks of `tiered-timer` and `tiered-timer-redis` against their
+//! Benchmarks of `tiered-timer` and `tiered-timer-jobs` against their
 //! peers; not published.
 //!
 //! The peers (tokio's timers, tokio-util's `DelayQueue`, pingora-timeout,

@@ -3,10 +3,10 @@
 //! own helper, included by path), a local Redis Cluster, and Redis' count
 //! of the commands it ran.
 
-#[path = "../../tiered-timer-redis/examples/support/mod.rs"]
+#[path = "../../tiered-timer-jobs/examples/support/mod.rs"]
 mod server;
 
-#[path = "../../tiered-timer-redis/tests/support/cluster_join.rs"]
+#[path = "../../tiered-timer-jobs/tests/support/cluster_join.rs"]
 mod cluster_join;
 
 pub use server::Redis;

@@ -7,15 +7,16 @@
 //! cargo run -p tiered-timer-ttr -- serve --sample-every 2s
 //! ```
 //!
-//! Arguments: the Redis URL (default `redis://127.0.0.1:6379/`) and how
-//! many seconds to run (default 120).
+//! Arguments: the Redis URL (default `redis://127.0.0.1:6379/`; or an
+//! embedded store, `file:///tmp/jobs`) and how many seconds to run
+//! (default 120).
 
 use std::time::Duration;
 
-use tiered_timer_redis::{Job, Queue};
+use tiered_timer_jobs::{Job, Queue};
 
 #[tokio::main]
-async fn main() -> Result<(), tiered_timer_redis::Error> {
+async fn main() -> Result<(), tiered_timer_jobs::Error> {
     let mut args = std::env::args().skip(1);
     let url = args
         .next()
@@ -27,7 +28,12 @@ async fn main() -> Result<(), tiered_timer_redis::Error> {
         .max_attempts(3)
         .connect()
         .await?;
-    let mail = Queue::builder(&url, "mail").partitions(3).connect().await?;
+    // Partitions are Redis' (an embedded store has one per queue).
+    let partitions = if url.starts_with("file://") { 1 } else { 3 };
+    let mail = Queue::builder(&url, "mail")
+        .partitions(partitions)
+        .connect()
+        .await?;
     let reports = Queue::connect(&url, "reports").await?;
 
     // Reports: a backlog due over the next hours, nobody working on it.
@@ -102,7 +108,7 @@ async fn main() -> Result<(), tiered_timer_redis::Error> {
     Ok(())
 }
 
-async fn finish(job: Job, n: u64) -> Result<(), tiered_timer_redis::Error> {
+async fn finish(job: Job, n: u64) -> Result<(), tiered_timer_jobs::Error> {
     if n % 40 == 0 {
         job.bury("card declined: <insufficient funds>").await
     } else if n % 9 == 0 {

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
-use tiered_timer_redis::{find_queues, JobId, JobInfo, JobState, Listing, Page, Queue, Stats};
+use tiered_timer_jobs::{find_queues, JobId, JobInfo, JobState, Listing, Page, Queue, Stats};
 
 use crate::text::{payload, safe, table};
 use crate::{failure, human, Command, Failure, ListArgs, RedisArgs, Target};

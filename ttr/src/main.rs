@@ -1,8 +1,9 @@
-//! `ttr`: look after `tiered-timer-redis` queues from a shell, or from a
+//! `ttr`: look after `tiered-timer-jobs` queues from a shell, or from a
 //! web dashboard (`ttr serve`) with Prometheus metrics.
 //!
 //! ```text
 //! ttr --url redis://127.0.0.1:6379/ stats orders
+//! ttr --url file:///var/lib/shop/jobs stats orders   # an embedded store
 //! ttr dead orders --limit 50
 //! ttr job orders order-17
 //! ttr requeue orders order-17        # or --all
@@ -26,9 +27,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use tiered_timer_redis::{Error, Queue};
+use tiered_timer_jobs::{Error, Queue};
 
-/// Look after tiered-timer-redis queues: counts, jobs, dead letters, a web
+/// Look after tiered-timer-jobs queues: counts, jobs, dead letters, a web
 /// dashboard and Prometheus metrics.
 #[derive(Debug, Parser)]
 #[command(name = "ttr", version, propagate_version = true)]
@@ -50,7 +51,10 @@ pub(crate) struct Cli {
 /// Where the queues are.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct RedisArgs {
-    /// The Redis.
+    /// The Redis (`redis://host:port/db`, `rediss://`, `redis+unix://`),
+    /// or an embedded store's directory (`file:///var/lib/app/jobs`; a
+    /// store is open in one process at a time, so look at it while its
+    /// service is stopped).
     #[arg(
         long,
         global = true,
@@ -241,6 +245,9 @@ pub(crate) async fn connect_with(
 /// once, with the operating system's reason, and a silent one after the
 /// timeout (connecting included: redis-rs' own default is 1 s).
 pub(crate) async fn probe(url: &str, timeout: Duration) -> Result<(), Failure> {
+    if url.starts_with("file://") {
+        return Ok(()); // an embedded store: each queue is opened when looked at
+    }
     let client = redis::Client::open(url)
         .map_err(|e| Failure::Usage(format!("invalid Redis URL {url:?}: {e}")))?;
     let config = redis::AsyncConnectionConfig::new()
@@ -270,7 +277,11 @@ pub(crate) fn failure(url: &str, error: Error) -> Failure {
         Error::InvalidUrl { .. }
         | Error::InvalidQueueName { .. }
         | Error::InvalidJobId { .. }
-        | Error::InvalidConfig { .. } => Failure::Usage(error.to_string()),
+        | Error::InvalidConfig { .. }
+        | Error::Unsupported { .. } => Failure::Usage(error.to_string()),
+        error if url.starts_with("file://") => {
+            Failure::Runtime(format!("cannot use the job store at {url}: {error}"))
+        }
         error => Failure::Runtime(format!("cannot reach Redis at {url}: {error}")),
     }
 }

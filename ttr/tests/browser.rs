@@ -12,7 +12,7 @@
 //! Without chromium and chromedriver the test fails, saying how to install
 //! them (`.ci/run` does).
 
-#[path = "../../tiered-timer-redis/tests/support/mod.rs"]
+#[path = "../../tiered-timer-jobs/tests/support/mod.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader};
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 use support::RedisServer;
-use tiered_timer_redis::{JobId, JobState, Queue};
+use tiered_timer_jobs::{JobId, JobState, Queue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const HOSTILE: &str = "<script>alert(1)</script>";

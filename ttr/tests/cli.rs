@@ -2,7 +2,7 @@
 //! a real redis-server (see the Redis crate's `tests/support`): its output
 //! (text and `--json`) and exit status.
 
-#[path = "../../tiered-timer-redis/tests/support/mod.rs"]
+#[path = "../../tiered-timer-jobs/tests/support/mod.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader};
@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 use support::{RedisCluster, RedisServer};
-use tiered_timer_redis::{JobId, Queue};
+use tiered_timer_jobs::{JobId, Queue};
 
 fn ttr(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ttr"))
@@ -661,4 +661,82 @@ fn the_timeout_is_honoured_when_connecting() {
         took >= Duration::from_millis(2500) && took < Duration::from_secs(10),
         "gave up after {took:?}"
     );
+}
+
+/// `ttr --url file:///...` on an embedded store: the same commands, once
+/// the service that owns the store has let go of it (one process per
+/// store); while it holds it, a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_an_embedded_store() {
+    let dir = support::backend::TempDir::new("ttr-cli");
+    let url = format!("file://{}", dir.0.display());
+    let queue = Queue::builder(&url, "orders")
+        .max_attempts(1)
+        .connect()
+        .await
+        .unwrap();
+    queue
+        .schedule_with_id("later", Duration::from_secs(3600), b"wait".to_vec())
+        .await
+        .unwrap();
+    queue
+        .schedule_with_id("bad", Duration::ZERO, b"boom".to_vec())
+        .await
+        .unwrap();
+    queue
+        .next()
+        .await
+        .unwrap()
+        .bury("no such order")
+        .await
+        .unwrap();
+
+    let held = ttr(&["--url", &url, "stats", "orders"]);
+    assert_eq!(held.status.code(), Some(1), "{}", stderr(&held));
+    assert!(
+        stderr(&held).contains("open in another process"),
+        "{}",
+        stderr(&held)
+    );
+    drop(queue);
+
+    let mut stats = ttr(&["--url", &url, "stats", "orders"]);
+    for _ in 0..50 {
+        if stats.status.success() {
+            break;
+        }
+        // The store closes once its last handle's last frame is written.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        stats = ttr(&["--url", &url, "stats", "orders"]);
+    }
+    assert!(stats.status.success(), "{}", stderr(&stats));
+    let text = stdout(&stats);
+    assert_eq!(
+        (count(&text, "pending"), count(&text, "dead")),
+        (1, 1),
+        "{text}"
+    );
+
+    let queues = stdout(&ttr(&["--url", &url, "queues"]));
+    assert!(queues.lines().any(|l| l.starts_with("orders ")), "{queues}");
+    let dead = stdout(&ttr(&["--url", &url, "dead", "orders"]));
+    assert!(
+        dead.contains("bad") && dead.contains("no such order"),
+        "{dead}"
+    );
+    let job = stdout(&ttr(&["--url", &url, "job", "orders", "later"]));
+    assert!(job.contains("waiting"), "{job}");
+    let pending = stdout(&ttr(&["--url", &url, "pending", "orders"]));
+    assert!(pending.contains("later"), "{pending}");
+    let requeue = ttr(&["--url", &url, "requeue", "orders", "bad"]);
+    assert!(requeue.status.success(), "{}", stderr(&requeue));
+    let stats = stdout(&ttr(&["--url", &url, "stats", "orders"]));
+    assert_eq!(
+        (count(&stats, "pending"), count(&stats, "dead")),
+        (2, 0),
+        "{stats}"
+    );
+    // Redis-only flags are usage errors here.
+    let partitions = ttr(&["--url", &url, "--partitions", "3", "stats", "orders"]);
+    assert_eq!(partitions.status.code(), Some(2), "{}", stderr(&partitions));
 }

@@ -2,7 +2,7 @@
 //! login, the security headers, an unknown queue, and `/metrics` in
 //! Prometheus' text format, against a real redis-server.
 
-#[path = "../../tiered-timer-redis/tests/support/mod.rs"]
+#[path = "../../tiered-timer-jobs/tests/support/mod.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader};
@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use support::RedisServer;
-use tiered_timer_redis::Queue;
+use tiered_timer_jobs::Queue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Running(Child);

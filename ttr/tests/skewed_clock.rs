@@ -2,7 +2,7 @@
 //! `ttr` process, not redis-server): it reports by Redis' clock. Without
 //! libfaketime the test fails, saying how to install it.
 
-#[path = "../../tiered-timer-redis/tests/support/mod.rs"]
+#[path = "../../tiered-timer-jobs/tests/support/mod.rs"]
 mod support;
 
 use std::path::Path;
@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, UNIX_EPOCH};
 
 use support::{redis_now_ms, RedisServer};
-use tiered_timer_redis::Queue;
+use tiered_timer_jobs::Queue;
 
 const LIBFAKETIME: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 use std::time::{Duration, SystemTime};
 
-use tiered_timer_redis::Lateness;
+use tiered_timer_jobs::Lateness;
 
 use crate::human;
 

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::time::{Duration, SystemTime};
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use tiered_timer_redis::{JobInfo, JobState, Lateness, Listing, Page, QueueInfo, Stats};
+use tiered_timer_jobs::{JobInfo, JobState, Lateness, Listing, Page, QueueInfo, Stats};
 
 use super::chart::{self, Series};
 use super::{Action, App, Sample, WINDOW};

@@ -36,7 +36,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use clap::Args;
-use tiered_timer_redis::{find_queues, JobId, Lateness, Listing, Queue, QueueInfo, Stats};
+use tiered_timer_jobs::{find_queues, JobId, Lateness, Listing, Queue, QueueInfo, Stats};
 use tokio::sync::Mutex;
 
 use crate::{Failure, RedisArgs};
@@ -507,7 +507,7 @@ async fn queue_page(
     let offset = page_no.saturating_mul(PAGE);
     let page = match queue.list(listing, offset, PAGE).await {
         Ok(page) => Some(page),
-        Err(tiered_timer_redis::Error::InvalidConfig { reason }) => {
+        Err(tiered_timer_jobs::Error::InvalidConfig { reason }) => {
             return refuse(StatusCode::BAD_REQUEST, reason)
         }
         Err(e) => return failed(&e.to_string()),

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use tiered_timer_redis::{Lateness, Stats};
+use tiered_timer_jobs::{Lateness, Stats};
 
 /// A label value, escaped as the format asks: `\\`, `\"`, `\n`.
 fn label(value: &str) -> String {

@@ -1,0 +1,577 @@
+//! The delay log's format: a file header, then frames of records.
+//!
+//! ```text
+//! file   := header frame*
+//! header := "ttrjobs\0" version:u32 crc:u32            (16 bytes; crc of the first 12)
+//! frame  := magic:u32 len:u32 body_crc:u32 head_crc:u32 body   (head_crc of the first 12)
+//! body   := record+
+//! ```
+//!
+//! Integers are little-endian. One frame is one group commit: written with
+//! one `write`, made durable with one `fdatasync`, so it is on disk whole
+//! or, after a crash in the middle, torn; its records take effect together
+//! or not at all (a [`Queue::schedule_many`](crate::Queue::schedule_many)
+//! chunk is one frame's records, so it is all or nothing).
+//!
+//! Records name a job by its *slot* (its place in the in-memory index,
+//! stable for the job's life and kept by compaction) and the slot's
+//! *generation* (bumped each time the slot takes a new job), so replay
+//! never compares ids and a record that names the wrong job is caught:
+//!
+//! | tag | record | fields | effect |
+//! |---|---|---|---|
+//! | 1 | `New` | slot, gen, due, id, payload | a job, waiting until `due` (ms since the epoch) |
+//! | 2 | `Wait` | slot, gen, due, attempts | the job waits again (retry, release, promote, requeue) |
+//! | 3 | `Lease` | slot, gen, attempts, at, redelivery | the job was claimed at `at` (its `attempts`-th delivery) |
+//! | 4 | `Dead` | slot, gen, at, attempts | the job died at `at` |
+//! | 5 | `Error` | slot, gen, reason | its last error (empty: none) |
+//! | 6 | `Remove` | slot, gen | the job is gone (ack, cancel, purge) |
+//! | 7 | `Lateness` | 20 counters | the lateness histogram as compaction found it |
+//!
+//! Lease expiries and tokens are not logged: a store is open in one
+//! process at a time (its lock), so when it opens every lease found is a
+//! dead process' and has run out (see `index.rs`).
+//!
+//! # Torn writes and damage
+//!
+//! Reading stops at the first frame that is not whole and valid. If that
+//! frame is the last thing in the file (its header is valid and it runs
+//! to or past the end of the file; or its header is not valid and no
+//! valid frame header follows anywhere), it is a write that a crash cut
+//! short: it was never acknowledged, and the file is cut back to the end
+//! of the frame before it. Anything else is damage to data that was
+//! acknowledged, and an error naming the file and the byte offset.
+
+use std::io::{self, Read};
+use std::path::Path;
+
+use super::error::StoreError;
+
+/// The file's first bytes.
+pub(crate) const FILE_MAGIC: [u8; 8] = *b"ttrjobs\0";
+/// The format version this code writes and reads.
+pub(crate) const VERSION: u32 = 1;
+/// The file header's length.
+pub(crate) const FILE_HEADER: usize = 16;
+/// A frame's first four bytes ("TTRF" read as little-endian bytes).
+pub(crate) const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"TTRF");
+/// A frame header's length.
+pub(crate) const FRAME_HEADER: usize = 16;
+/// The largest frame body: far above a group commit's (a chunk of
+/// `schedule_many` is at most about 4 MiB of payload).
+pub(crate) const MAX_FRAME: u32 = 1 << 30;
+/// Counters in a [`Record::Lateness`].
+pub(crate) const LATENESS_BUCKETS: usize = 20;
+/// Where a `New` record's id starts, from the record's first byte.
+pub(crate) const NEW_ID_AT: usize = 1 + 4 + 4 + 8 + 2 + 4;
+
+const NEW: u8 = 1;
+const WAIT: u8 = 2;
+const LEASE: u8 = 3;
+const DEAD: u8 = 4;
+const ERROR: u8 = 5;
+const REMOVE: u8 = 6;
+const LATENESS: u8 = 7;
+
+/// One change to one job (or the lateness histogram).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Record<'a> {
+    New {
+        slot: u32,
+        gen: u32,
+        due: u64,
+        id: &'a [u8],
+        payload: &'a [u8],
+    },
+    Wait {
+        slot: u32,
+        gen: u32,
+        due: u64,
+        attempts: u32,
+    },
+    Lease {
+        slot: u32,
+        gen: u32,
+        attempts: u32,
+        at: u64,
+        redelivery: bool,
+    },
+    Dead {
+        slot: u32,
+        gen: u32,
+        at: u64,
+        attempts: u32,
+    },
+    Error {
+        slot: u32,
+        gen: u32,
+        reason: &'a [u8],
+    },
+    Remove {
+        slot: u32,
+        gen: u32,
+    },
+    Lateness {
+        counts: [u64; LATENESS_BUCKETS],
+    },
+}
+
+impl Record<'_> {
+    /// Appends the record to `out`.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            Record::New {
+                slot,
+                gen,
+                due,
+                id,
+                payload,
+            } => {
+                out.push(NEW);
+                put_slot(out, slot, gen);
+                out.extend_from_slice(&due.to_le_bytes());
+                out.extend_from_slice(&(id.len() as u16).to_le_bytes());
+                out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+                out.extend_from_slice(id);
+                out.extend_from_slice(payload);
+            }
+            Record::Wait {
+                slot,
+                gen,
+                due,
+                attempts,
+            } => {
+                out.push(WAIT);
+                put_slot(out, slot, gen);
+                out.extend_from_slice(&due.to_le_bytes());
+                out.extend_from_slice(&attempts.to_le_bytes());
+            }
+            Record::Lease {
+                slot,
+                gen,
+                attempts,
+                at,
+                redelivery,
+            } => {
+                out.push(LEASE);
+                put_slot(out, slot, gen);
+                out.extend_from_slice(&attempts.to_le_bytes());
+                out.extend_from_slice(&at.to_le_bytes());
+                out.push(u8::from(redelivery));
+            }
+            Record::Dead {
+                slot,
+                gen,
+                at,
+                attempts,
+            } => {
+                out.push(DEAD);
+                put_slot(out, slot, gen);
+                out.extend_from_slice(&at.to_le_bytes());
+                out.extend_from_slice(&attempts.to_le_bytes());
+            }
+            Record::Error { slot, gen, reason } => {
+                out.push(ERROR);
+                put_slot(out, slot, gen);
+                out.extend_from_slice(&(reason.len() as u32).to_le_bytes());
+                out.extend_from_slice(reason);
+            }
+            Record::Remove { slot, gen } => {
+                out.push(REMOVE);
+                put_slot(out, slot, gen);
+            }
+            Record::Lateness { counts } => {
+                out.push(LATENESS);
+                for count in counts {
+                    out.extend_from_slice(&count.to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+fn put_slot(out: &mut Vec<u8>, slot: u32, gen: u32) {
+    out.extend_from_slice(&slot.to_le_bytes());
+    out.extend_from_slice(&gen.to_le_bytes());
+}
+
+/// Reads the records of a frame's body in order.
+pub(crate) struct Records<'a> {
+    body: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Records<'a> {
+    pub(crate) fn new(body: &'a [u8]) -> Records<'a> {
+        Records { body, at: 0 }
+    }
+
+    /// Where the next record starts in the body.
+    pub(crate) fn position(&self) -> usize {
+        self.at
+    }
+
+    /// The next record, `None` at the end of the body, or what is wrong
+    /// with it.
+    pub(crate) fn next_record(&mut self) -> Option<Result<Record<'a>, &'static str>> {
+        if self.at >= self.body.len() {
+            return None;
+        }
+        let start = self.at;
+        let record = self.read();
+        if record.is_err() {
+            self.at = start;
+        }
+        Some(record)
+    }
+
+    fn read(&mut self) -> Result<Record<'a>, &'static str> {
+        let tag = self.u8()?;
+        if tag == LATENESS {
+            let mut counts = [0u64; LATENESS_BUCKETS];
+            for count in &mut counts {
+                *count = self.u64()?;
+            }
+            return Ok(Record::Lateness { counts });
+        }
+        let slot = self.u32()?;
+        let gen = self.u32()?;
+        Ok(match tag {
+            NEW => {
+                let due = self.u64()?;
+                let id_len = self.u16()? as usize;
+                let payload_len = self.u32()? as usize;
+                let id = self.bytes(id_len)?;
+                let payload = self.bytes(payload_len)?;
+                Record::New {
+                    slot,
+                    gen,
+                    due,
+                    id,
+                    payload,
+                }
+            }
+            WAIT => Record::Wait {
+                slot,
+                gen,
+                due: self.u64()?,
+                attempts: self.u32()?,
+            },
+            LEASE => Record::Lease {
+                slot,
+                gen,
+                attempts: self.u32()?,
+                at: self.u64()?,
+                redelivery: match self.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err("a lease record's redelivery flag is neither 0 nor 1"),
+                },
+            },
+            DEAD => Record::Dead {
+                slot,
+                gen,
+                at: self.u64()?,
+                attempts: self.u32()?,
+            },
+            ERROR => {
+                let len = self.u32()? as usize;
+                Record::Error {
+                    slot,
+                    gen,
+                    reason: self.bytes(len)?,
+                }
+            }
+            REMOVE => Record::Remove { slot, gen },
+            _ => return Err("unknown record type"),
+        })
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
+        let end = self.at.checked_add(n).ok_or("a length past the frame")?;
+        let bytes = self
+            .body
+            .get(self.at..end)
+            .ok_or("a record runs past the end of its frame")?;
+        self.at = end;
+        Ok(bytes)
+    }
+
+    fn u8(&mut self) -> Result<u8, &'static str> {
+        Ok(self.bytes(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, &'static str> {
+        Ok(u16::from_le_bytes(
+            self.bytes(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+
+    fn u32(&mut self) -> Result<u32, &'static str> {
+        Ok(u32::from_le_bytes(
+            self.bytes(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64, &'static str> {
+        Ok(u64::from_le_bytes(
+            self.bytes(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+}
+
+/// The file header.
+pub(crate) fn file_header() -> [u8; FILE_HEADER] {
+    let mut header = [0u8; FILE_HEADER];
+    header[..8].copy_from_slice(&FILE_MAGIC);
+    header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    let crc = crc32fast::hash(&header[..12]);
+    header[12..].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// A frame's header for `body`.
+pub(crate) fn frame_header(body: &[u8]) -> [u8; FRAME_HEADER] {
+    let mut header = [0u8; FRAME_HEADER];
+    header[..4].copy_from_slice(&FRAME_MAGIC.to_le_bytes());
+    header[4..8].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    header[8..12].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
+    let crc = crc32fast::hash(&header[..12]);
+    header[12..].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// A frame header whose own checksum holds: (body length, body crc).
+fn parse_frame_header(header: &[u8]) -> Option<(u32, u32)> {
+    let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    if header.len() < FRAME_HEADER
+        || word(0) != FRAME_MAGIC
+        || crc32fast::hash(&header[..12]) != word(12)
+    {
+        return None;
+    }
+    let len = word(4);
+    (len <= MAX_FRAME).then_some((len, word(8)))
+}
+
+/// How a log file ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Scanned {
+    /// Where the last whole frame ends: the file is cut back to here if
+    /// it is longer (a torn write).
+    pub(crate) end: u64,
+    /// Whether a torn last write was found (and is to be cut off).
+    pub(crate) torn: bool,
+}
+
+/// Reads the log at `path` (open as `file`, `len` bytes long) and calls
+/// `frame(offset, body)` for each whole frame in order; `offset` is where
+/// the frame's body starts in the file.
+///
+/// # Errors
+///
+/// [`StoreError::Corrupt`] for a bad file header, or a bad frame that is
+/// not a torn last write (see the module docs); the first error of
+/// `frame`; [`StoreError::Io`] if reading fails.
+pub(crate) fn scan(
+    path: &Path,
+    file: &std::fs::File,
+    len: u64,
+    mut frame: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
+) -> Result<Scanned, StoreError> {
+    let read_err = |e: io::Error| StoreError::io(path, "reading the job log", e);
+    let mut reader = io::BufReader::with_capacity(1 << 20, file);
+    let mut header = [0u8; FILE_HEADER];
+    reader.read_exact(&mut header).map_err(read_err)?;
+    if header[..8] != FILE_MAGIC {
+        return Err(StoreError::corrupt(path, 0, "not a job log (bad magic)"));
+    }
+    if crc32fast::hash(&header[..12]) != u32::from_le_bytes(header[12..].try_into().expect("4")) {
+        return Err(StoreError::corrupt(
+            path,
+            0,
+            "the file header's checksum does not match",
+        ));
+    }
+    let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(StoreError::corrupt(
+            path,
+            8,
+            format!("format version {version}, this build reads {VERSION}"),
+        ));
+    }
+    let mut at = FILE_HEADER as u64;
+    let mut body = Vec::new();
+    loop {
+        let left = len - at;
+        if left == 0 {
+            return Ok(Scanned {
+                end: at,
+                torn: false,
+            });
+        }
+        let torn = Ok(Scanned {
+            end: at,
+            torn: true,
+        });
+        if left < FRAME_HEADER as u64 {
+            // Not even a header: a write cut short (or zeros).
+            return torn;
+        }
+        let mut head = [0u8; FRAME_HEADER];
+        reader.read_exact(&mut head).map_err(read_err)?;
+        let Some((body_len, body_crc)) = parse_frame_header(&head) else {
+            drop(reader);
+            return if valid_frame_after(file, at + 1, len).map_err(read_err)? {
+                Err(StoreError::corrupt(
+                    path,
+                    at,
+                    "a frame header is damaged, and whole frames follow it",
+                ))
+            } else {
+                torn
+            };
+        };
+        let end = at + FRAME_HEADER as u64 + u64::from(body_len);
+        if end > len {
+            return torn; // cut short by a crash
+        }
+        body.resize(body_len as usize, 0);
+        reader.read_exact(&mut body).map_err(read_err)?;
+        if crc32fast::hash(&body) != body_crc {
+            if end == len {
+                return torn; // the last write, some of its pages lost
+            }
+            return Err(StoreError::corrupt(
+                path,
+                at,
+                "a frame's checksum does not match, and more frames follow it",
+            ));
+        }
+        frame(at + FRAME_HEADER as u64, &body)?;
+        at = end;
+    }
+}
+
+/// Whether a whole, valid frame starts at any byte offset from `from` on:
+/// the test that tells damage (acknowledged frames follow) from a torn
+/// last write (nothing valid follows).
+fn valid_frame_after(file: &std::fs::File, from: u64, len: u64) -> io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    if from >= len {
+        return Ok(false);
+    }
+    let mut rest = vec![0u8; (len - from) as usize];
+    file.read_exact_at(&mut rest, from)?;
+    for start in 0..rest.len() {
+        let Some((body_len, body_crc)) = parse_frame_header(&rest[start..]) else {
+            continue;
+        };
+        let body_at = start + FRAME_HEADER;
+        if let Some(body) = rest.get(body_at..body_at + body_len as usize) {
+            if crc32fast::hash(body) == body_crc {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let records = [
+            Record::New {
+                slot: 7,
+                gen: 2,
+                due: 1_700_000_000_123,
+                id: b"order-42",
+                payload: b"close it",
+            },
+            Record::Wait {
+                slot: 7,
+                gen: 2,
+                due: 5,
+                attempts: 3,
+            },
+            Record::Lease {
+                slot: u32::MAX - 1,
+                gen: 9,
+                attempts: 4,
+                at: 77,
+                redelivery: true,
+            },
+            Record::Dead {
+                slot: 1,
+                gen: 1,
+                at: 8,
+                attempts: 10,
+            },
+            Record::Error {
+                slot: 1,
+                gen: 1,
+                reason: "card declined: é".as_bytes(),
+            },
+            Record::Remove { slot: 3, gen: 4 },
+            Record::Lateness {
+                counts: std::array::from_fn(|i| i as u64 * 1000),
+            },
+        ];
+        let mut body = Vec::new();
+        for record in &records {
+            record.encode(&mut body);
+        }
+        let mut read = Records::new(&body);
+        for record in &records {
+            assert_eq!(read.next_record(), Some(Ok(record.clone())));
+        }
+        assert_eq!(read.next_record(), None);
+        // The id of a `New` record is where NEW_ID_AT says.
+        assert_eq!(&body[NEW_ID_AT..NEW_ID_AT + 8], b"order-42");
+    }
+
+    #[test]
+    fn damaged_records_are_errors_not_panics() {
+        let mut body = Vec::new();
+        Record::New {
+            slot: 1,
+            gen: 1,
+            due: 1,
+            id: b"abc",
+            payload: b"payload",
+        }
+        .encode(&mut body);
+        for cut in 0..body.len() {
+            let mut read = Records::new(&body[..cut]);
+            match read.next_record() {
+                None => assert_eq!(cut, 0),
+                Some(result) => assert!(result.is_err(), "cut at {cut}"),
+            }
+        }
+        let mut bad = body.clone();
+        bad[0] = 99;
+        assert_eq!(
+            Records::new(&bad).next_record(),
+            Some(Err("unknown record type"))
+        );
+    }
+
+    #[test]
+    fn frame_headers_check_themselves() {
+        let header = frame_header(b"body");
+        assert_eq!(
+            parse_frame_header(&header),
+            Some((4, crc32fast::hash(b"body")))
+        );
+        for byte in 0..FRAME_HEADER {
+            let mut bad = header;
+            bad[byte] ^= 0x10;
+            assert_eq!(parse_frame_header(&bad), None, "byte {byte}");
+        }
+        assert_eq!(parse_frame_header(&[0u8; FRAME_HEADER]), None);
+    }
+}

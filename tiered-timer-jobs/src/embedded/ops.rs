@@ -1,0 +1,444 @@
+//! The store's operations on one queue, one per Redis script (see
+//! `src/lua/`), with the same answers: what the queue's `Queue` and `Job`
+//! methods call on the embedded backend.
+//!
+//! Each change is one call of [`QueueLog::change`]: decided and applied to
+//! the index under the queue's lock, durable (in a group commit) before it
+//! returns. Ids and payloads come back from the log after the commit.
+
+use std::sync::Arc;
+
+use super::error::StoreError;
+use super::index::{Due, GaveUp, Numbers, State, Which, LATENESS};
+use super::store::{QueueLog, Read, ReadReq};
+
+/// A job a claim took, read back from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Claimed {
+    pub(crate) id: String,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) token: u64,
+    pub(crate) attempt: u32,
+    /// Its due time (ms since the epoch).
+    pub(crate) deadline_ms: u64,
+    /// Taken back from a lease that ran out.
+    pub(crate) redelivery: bool,
+}
+
+/// What a claim did (`claim.lua`'s reply, without the wake-up chain).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClaimOutcome {
+    /// The wall clock's now at the claim (ms).
+    pub(crate) now_ms: u64,
+    pub(crate) jobs: Vec<Claimed>,
+    /// Jobs whose lease ran out on their last attempt, now dead.
+    pub(crate) buried: Vec<String>,
+    /// Claimable jobs left behind.
+    pub(crate) left: usize,
+}
+
+/// One job as the operator sees it (`inspect_job.lua`, `list_jobs.lua`,
+/// `dead_list.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JobRow {
+    pub(crate) id: String,
+    pub(crate) state: State,
+    /// Due time (waiting), lease expiry (leased) or time of death (dead).
+    pub(crate) at_ms: u64,
+    pub(crate) attempts: u32,
+    /// The due time of its last delivery (leased and dead jobs).
+    pub(crate) deadline_ms: Option<u64>,
+    pub(crate) payload_len: u64,
+    /// The payload, or its first bytes in a listing.
+    pub(crate) payload: Vec<u8>,
+    pub(crate) last_error: Option<String>,
+}
+
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+impl QueueLog {
+    /// `schedule.lua`: `(true, due)` if written, `(false, due or lease
+    /// expiry)` if the id was waiting or leased (nothing written).
+    pub(crate) async fn schedule(
+        &self,
+        id: &str,
+        due: Due,
+        payload: &[u8],
+    ) -> Result<(bool, u64), StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, log, now| {
+                Ok((
+                    index.schedule(batch, log, now, id.as_bytes(), due, payload)?,
+                    Vec::new(),
+                ))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `schedule_many.lua`: a chunk, all or nothing (one frame); delays
+    /// (`delays`) count from `base` or the call's now. Returns how many
+    /// were new and the base used.
+    pub(crate) async fn schedule_many(
+        &self,
+        delays: bool,
+        base: Option<u64>,
+        jobs: &[(&str, u64, &[u8])],
+    ) -> Result<(usize, u64), StoreError> {
+        let jobs: Vec<(&[u8], u64, &[u8])> = jobs
+            .iter()
+            .map(|&(id, value, payload)| (id.as_bytes(), value, payload))
+            .collect();
+        let (done, _) = self
+            .change(false, |index, batch, log, now| {
+                Ok((
+                    index.schedule_many(batch, log, now, delays, base, &jobs)?,
+                    Vec::new(),
+                ))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `cancel.lua`: `true` if the job was waiting and is now gone.
+    pub(crate) async fn cancel(&self, id: &str) -> Result<bool, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, log, _| {
+                Ok((index.cancel(batch, log, id.as_bytes())?, Vec::new()))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `claim.lua`: up to `n` jobs, leases that ran out first, each leased
+    /// for `lease_ms` with its own token; payloads read after the commit.
+    pub(crate) async fn claim(
+        &self,
+        n: usize,
+        lease_ms: u64,
+        max_attempts: u32,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (claim, reads) = self
+            .change(true, |index, batch, _, now| {
+                let claim = index.claim(batch, now.floor, n, lease_ms, max_attempts);
+                let mut reqs: Vec<ReadReq> = claim
+                    .jobs
+                    .iter()
+                    .map(|t| ReadReq {
+                        slot: t.slot,
+                        gen: t.gen,
+                        payload: usize::MAX,
+                    })
+                    .collect();
+                reqs.extend(claim.buried.iter().map(|&(slot, gen)| ReadReq {
+                    slot,
+                    gen,
+                    payload: 0,
+                }));
+                Ok((claim, reqs))
+            })
+            .await?;
+        if claim.left > 0 {
+            // Pass a wake-up on for what this claim left behind.
+            self.shared.claimable.notify_one();
+        }
+        let mut reads = reads.into_iter();
+        let jobs = claim
+            .jobs
+            .iter()
+            .map(|t| {
+                let Read { id, payload } = reads.next().unwrap_or_default();
+                Claimed {
+                    id: text(id),
+                    payload,
+                    token: t.token,
+                    attempt: t.attempt,
+                    deadline_ms: t.deadline,
+                    redelivery: t.redelivery,
+                }
+            })
+            .collect();
+        let buried = reads.map(|r| text(r.id)).collect();
+        Ok(ClaimOutcome {
+            now_ms: claim.now,
+            jobs,
+            buried,
+            left: claim.left,
+        })
+    }
+
+    /// Waits until a claim may find something (see `driver.rs`): a future
+    /// to create *before* a claim that finds nothing, and await after it.
+    pub(crate) fn claimable(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.claimable.notified()
+    }
+
+    /// `ack.lua`: `true` if `token` still held the job (now gone).
+    pub(crate) async fn ack(&self, id: &str, token: u64) -> Result<bool, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, _, _| {
+                Ok((index.ack(batch, id.as_bytes(), token), Vec::new()))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `ack_many.lua`: acks all in one frame; returns the ids whose lease
+    /// was lost (nothing changed for them).
+    pub(crate) async fn ack_many(&self, jobs: &[(&str, u64)]) -> Result<Vec<String>, StoreError> {
+        let (lost, _) = self
+            .change(false, |index, batch, _, _| {
+                let lost = jobs
+                    .iter()
+                    .filter(|&&(id, token)| !index.ack(batch, id.as_bytes(), token))
+                    .map(|&(id, _)| id.to_owned())
+                    .collect();
+                Ok((lost, Vec::new()))
+            })
+            .await?;
+        Ok(lost)
+    }
+
+    /// `retry.lua`.
+    pub(crate) async fn retry(
+        &self,
+        id: &str,
+        token: u64,
+        delay_ms: u64,
+        max_attempts: u32,
+    ) -> Result<GaveUp, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, _, now| {
+                Ok((
+                    index.retry(batch, now, id.as_bytes(), token, delay_ms, max_attempts),
+                    Vec::new(),
+                ))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `fail.lua` (`bury`: the `b` action).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn fail(
+        &self,
+        id: &str,
+        token: u64,
+        bury: bool,
+        delay_ms: u64,
+        max_attempts: u32,
+        reason: &str,
+    ) -> Result<GaveUp, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, _, now| {
+                let done = index.fail(
+                    batch,
+                    now,
+                    id.as_bytes(),
+                    token,
+                    bury,
+                    delay_ms,
+                    max_attempts,
+                    reason,
+                );
+                Ok((done, Vec::new()))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `extend.lua`: the new expiry (ms), or `None` if the lease was lost.
+    /// In memory only: leases do not outlive the process.
+    pub(crate) fn extend(&self, id: &str, token: u64, lease_ms: u64) -> Option<u64> {
+        self.look(|index, now| index.extend(now.floor, id.as_bytes(), token, lease_ms))
+    }
+
+    /// `release.lua`.
+    pub(crate) async fn release(&self, id: &str, token: u64) -> Result<bool, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, _, now| {
+                Ok((
+                    index.release(batch, now.floor, id.as_bytes(), token),
+                    Vec::new(),
+                ))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `stats.lua`.
+    pub(crate) fn stats(&self) -> Numbers {
+        self.look(|index, now| index.numbers(now.floor))
+    }
+
+    /// How many jobs are waiting.
+    pub(crate) fn pending(&self) -> u64 {
+        self.look(|index, _| index.pending())
+    }
+
+    /// How many jobs are leased.
+    pub(crate) fn leased(&self) -> u64 {
+        self.look(|index, _| index.leased())
+    }
+
+    /// The lateness histogram (the claim script's `record_lateness`).
+    pub(crate) fn lateness(&self) -> [u64; LATENESS] {
+        self.look(|index, _| index.lateness())
+    }
+
+    /// `requeue.lua`.
+    pub(crate) async fn requeue(&self, id: &str) -> Result<bool, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, log, now| {
+                Ok((
+                    index.requeue(batch, log, now.floor, id.as_bytes())?,
+                    Vec::new(),
+                ))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `requeue_all.lua`: up to `limit`, oldest deaths first.
+    pub(crate) async fn requeue_all(&self, limit: usize) -> Result<usize, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, _, now| {
+                Ok((index.requeue_all(batch, now.floor, limit), Vec::new()))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `purge.lua`.
+    pub(crate) async fn purge(&self, id: &str) -> Result<bool, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, log, _| {
+                Ok((index.purge(batch, log, id.as_bytes())?, Vec::new()))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `purge_all.lua`: up to `limit`, oldest deaths first.
+    pub(crate) async fn purge_all(&self, limit: usize) -> Result<usize, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, _, _| {
+                Ok((index.purge_all(batch, limit), Vec::new()))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `promote.lua`.
+    pub(crate) async fn promote(&self, id: &str) -> Result<bool, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, log, now| {
+                Ok((
+                    index.promote(batch, log, now.floor, id.as_bytes())?,
+                    Vec::new(),
+                ))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// `inspect_job.lua`: the wall clock's now, and the job if it is
+    /// waiting, leased or dead.
+    pub(crate) async fn inspect(&self, id: &str) -> Result<(u64, Option<JobRow>), StoreError> {
+        let ((now, found), reads) = self
+            .change(false, |index, batch, log, now| {
+                index.advance(now.floor);
+                let Some(slot) = index.find(id.as_bytes(), batch, log)? else {
+                    return Ok(((now.floor, None), Vec::new()));
+                };
+                let view = index.view(slot);
+                let req = ReadReq {
+                    slot,
+                    gen: view.slot.gen,
+                    payload: usize::MAX,
+                };
+                Ok(((now.floor, Some(view)), vec![req]))
+            })
+            .await?;
+        let row = found
+            .zip(reads.into_iter().next())
+            .map(|(view, read)| row(&view, read, None));
+        Ok((now, row))
+    }
+
+    /// `list_jobs.lua` (and `dead_list.lua` for [`Which::Dead`]): the wall
+    /// clock's now, the total in the listing, and up to `count` rows from
+    /// `offset`, each with up to `preview` bytes of payload.
+    pub(crate) async fn list(
+        &self,
+        which: Which,
+        offset: usize,
+        count: usize,
+        preview: usize,
+    ) -> Result<(u64, u64, Vec<JobRow>), StoreError> {
+        let ((now, total, rows), reads) = self
+            .change(false, |index, _, _, now| {
+                let (total, rows) = index.list(now.floor, which, offset, count);
+                let reqs = rows
+                    .iter()
+                    .map(|r| ReadReq {
+                        slot: r.slot,
+                        gen: r.view.slot.gen,
+                        payload: preview,
+                    })
+                    .collect();
+                Ok(((now.floor, total, rows), reqs))
+            })
+            .await?;
+        let rows = rows
+            .into_iter()
+            .zip(reads)
+            .map(|(r, read)| row(&r.view, read, Some(r.at)))
+            .collect();
+        Ok((now, total, rows))
+    }
+}
+
+/// A row from a job's view and what was read of it.
+fn row(view: &super::index::View, read: Read, at: Option<u64>) -> JobRow {
+    let s = &view.slot;
+    let (score, deadline) = match s.state {
+        State::Waiting => (s.due, None),
+        State::Leased => (view.lease.map_or(0, |l| l.expiry), Some(s.due)),
+        State::Dead | State::Free => (view.died_at.unwrap_or(0), Some(s.due)),
+    };
+    JobRow {
+        id: text(read.id),
+        state: s.state,
+        at_ms: at.unwrap_or(score),
+        attempts: s.attempts,
+        deadline_ms: deadline,
+        payload_len: u64::from(s.payload_len),
+        payload: read.payload,
+        last_error: view.error.as_deref().map(str::to_owned),
+    }
+}
+
+/// Opens the queue `name` of the store in `dir` (creating both if
+/// needed), replaying its log off the runtime, and starts its driver.
+///
+/// # Errors
+///
+/// As [`Store::open`](super::store::Store::open) and
+/// [`Store::queue`](super::store::Store::queue).
+pub(crate) async fn open(dir: &std::path::Path, name: &str) -> Result<Arc<QueueLog>, StoreError> {
+    let (dir, name) = (dir.to_owned(), name.to_owned());
+    let log = tokio::task::spawn_blocking(move || {
+        let store = super::store::Store::open(&dir)?;
+        store.queue(&name)
+    })
+    .await
+    .map_err(|e| StoreError::Failed {
+        path: std::path::PathBuf::new(),
+        reason: format!("opening the store panicked: {e}"),
+    })??;
+    log.ensure_driver();
+    Ok(log)
+}

@@ -1,0 +1,760 @@
+//! A store directory, its queues' logs, and the group commit that makes
+//! every change durable before the call that made it returns.
+//!
+//! Ground rules:
+//!
+//! * One [`Store`] per directory per process: a process-wide registry
+//!   (keyed by the canonical path) hands every `connect` to the same
+//!   directory the same store, and through it the same [`QueueLog`] per
+//!   queue name, so that every handle shares one index, one log and one
+//!   set of wake-ups. The store holds an exclusive lock on `LOCK` in the
+//!   directory from open to its last drop: a second process gets
+//!   [`StoreError::Locked`] at once.
+//! * A queue's state (index, the batch being gathered, the file) is
+//!   behind one `std::sync::Mutex`, held for in-memory work only: the
+//!   index's changes, and reads of a few id bytes to confirm a match of
+//!   ids (from the page cache). Nothing awaits with it held, and nothing
+//!   is woken with it held.
+//! * A call changes the index and appends its records to the batch under
+//!   the lock, then waits (a oneshot) for the **committer**, one thread
+//!   per queue, which takes the whole batch, writes it as one frame
+//!   (one `pwrite`) and `fdatasync`s it: concurrent callers share one
+//!   write and one sync (group commit). Only then do they return `Ok`.
+//!   A call that wrote nothing still waits for the frames before it, so
+//!   an answer never rests on a change that is not on disk.
+//! * A frame that fails to write (a full disk) is cut off the file, and
+//!   its changes, with those of every call that came after it, are taken
+//!   back in memory (the index's undo lists): those calls fail, nothing
+//!   is half-written, and later calls succeed once there is room. A
+//!   failed `fdatasync`, or a failed cut, leaves the file in doubt: the
+//!   queue then refuses every change ([`StoreError::Failed`]) until it is
+//!   reopened.
+//! * Compaction runs on the committer thread between frames, when the
+//!   log holds more than twice what the live jobs need: it writes the
+//!   live jobs' records to a new file, syncs it, renames it over the log
+//!   and syncs the directory, then moves the index's data offsets to the
+//!   new file. Calls go on meanwhile; their frames wait.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
+
+use tokio::sync::{oneshot, Notify};
+
+use super::error::StoreError;
+use super::format::{self, Record, FRAME_HEADER};
+use super::index::{Batch, Index, Now, ReadAt, Undo, View};
+
+/// Compaction waits until the log is at least this long.
+const COMPACT_MIN_BYTES: u64 = 64 << 20;
+/// Slots gathered per lock hold when compaction copies the live jobs.
+const COMPACT_CHUNK: usize = 16_384;
+/// Frames compaction writes are about this long.
+const COMPACT_FRAME: usize = 1 << 20;
+
+/// The open stores of this process, by canonical directory.
+static STORES: LazyLock<Mutex<HashMap<PathBuf, Weak<Store>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// A store directory, locked for this process.
+pub(crate) struct Store {
+    dir: PathBuf,
+    /// Locked exclusively while the store is open.
+    _lock: File,
+    queues: Mutex<HashMap<String, Opened>>,
+}
+
+/// A queue's log as the store knows it.
+struct Opened {
+    log: Weak<QueueLog>,
+    /// The committer of a log whose handles are all gone, which may still
+    /// be writing its last frame: joined before the log is opened again.
+    committer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating it if needed) the store in `dir`, or returns this
+    /// process' open one. Blocking: call it off the runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Locked`] if another process has it open;
+    /// [`StoreError::Io`] if the directory cannot be created or locked.
+    pub(crate) fn open(dir: &Path) -> Result<Arc<Store>, StoreError> {
+        fs::create_dir_all(dir)
+            .map_err(|e| StoreError::io(dir, "creating the job store's directory", e))?;
+        let dir = fs::canonicalize(dir)
+            .map_err(|e| StoreError::io(dir, "resolving the job store's directory", e))?;
+        let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(store) = stores.get(&dir).and_then(Weak::upgrade) {
+            return Ok(store);
+        }
+        let lock_path = dir.join("LOCK");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StoreError::io(&lock_path, "opening the lock file", e))?;
+        // Fully qualified: std's own `File::try_lock` (Rust 1.89) would
+        // shadow the trait's method on newer compilers.
+        match fs4::FileExt::try_lock(&lock) {
+            Ok(()) => {}
+            Err(fs4::TryLockError::WouldBlock) => return Err(StoreError::Locked { path: dir }),
+            Err(fs4::TryLockError::Error(e)) => {
+                return Err(StoreError::io(&lock_path, "locking", e))
+            }
+        }
+        let store = Arc::new(Store {
+            dir: dir.clone(),
+            _lock: lock,
+            queues: Mutex::new(HashMap::new()),
+        });
+        stores.retain(|_, weak| weak.strong_count() > 0);
+        stores.insert(dir, Arc::downgrade(&store));
+        Ok(store)
+    }
+
+    /// The log of queue `name` (a valid queue name: no `/`), opened and
+    /// replayed on first use. Blocking: call it off the runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] if the log is damaged (other than a torn
+    /// last write, which is cut off); [`StoreError::Io`].
+    pub(crate) fn queue(self: &Arc<Store>, name: &str) -> Result<Arc<QueueLog>, StoreError> {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let opened = queues.entry(name.to_owned()).or_insert(Opened {
+            log: Weak::new(),
+            committer: None,
+        });
+        if let Some(log) = opened.log.upgrade() {
+            return Ok(log);
+        }
+        if let Some(committer) = opened.committer.take() {
+            let _ = committer.join();
+        }
+        let (log, committer) = QueueLog::open(self, name)?;
+        opened.log = Arc::downgrade(&log);
+        opened.committer = Some(committer);
+        Ok(log)
+    }
+}
+
+/// What a call waits for: its frame on disk, then the ids and payloads it
+/// asked to read.
+struct Waiter {
+    tx: oneshot::Sender<Result<Vec<Read>, StoreError>>,
+    reads: Vec<ReadReq>,
+}
+
+/// A read a call asks for once its frame is on disk: a job's id, and its
+/// payload if `payload`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadReq {
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
+    /// How many bytes of the payload, at most (0: none).
+    pub(crate) payload: usize,
+}
+
+/// What a [`ReadReq`] read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Read {
+    pub(crate) id: Vec<u8>,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// The frame being written.
+struct InFlight {
+    base: u64,
+    frame: Arc<Vec<u8>>,
+}
+
+/// A queue's state, behind its lock.
+pub(crate) struct State {
+    pub(crate) index: Index,
+    /// The changes waiting for the next frame.
+    batch: Batch,
+    waiters: Vec<Waiter>,
+    in_flight: Option<InFlight>,
+    /// Where the last frame on disk ends.
+    end: u64,
+    file: Arc<File>,
+    failed: Option<StoreError>,
+    closing: bool,
+    /// Compaction waits until the log is at least this long.
+    compact_min: u64,
+    /// After a failed compaction, the next waits until the log is this
+    /// long.
+    compact_retry: u64,
+    /// When the driver wakes next (ms; `u64::MAX`: it sleeps until told).
+    pub(crate) driver_at: u64,
+}
+
+/// Reads the log for the index: the file up to its durable end, or the
+/// frame being written.
+struct LogReader<'a> {
+    file: &'a File,
+    end: u64,
+    in_flight: Option<&'a InFlight>,
+}
+
+impl ReadAt for LogReader<'_> {
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        if let Some(flight) = self.in_flight {
+            if offset >= flight.base {
+                let from = (offset - flight.base) as usize;
+                if let Some(bytes) = flight.frame.get(from..from + len) {
+                    return Ok(bytes.to_vec());
+                }
+            }
+        }
+        if offset + len as u64 > self.end {
+            return Err(io::Error::other("a read past the end of the job log"));
+        }
+        let mut bytes = vec![0; len];
+        self.file.read_exact_at(&mut bytes, offset)?;
+        Ok(bytes)
+    }
+}
+
+/// What the queue's lock, its committer and its waiting calls share.
+pub(crate) struct Shared {
+    path: PathBuf,
+    state: Mutex<State>,
+    /// Wakes the committer.
+    work: Condvar,
+    /// Jobs may have become claimable: wakes waiting claims.
+    pub(crate) claimable: Notify,
+    /// Something may now be due sooner than the driver sleeps for.
+    pub(crate) sooner: Notify,
+    /// Whether a driver task runs (see [`QueueLog::ensure_driver`]).
+    pub(crate) driver: AtomicBool,
+}
+
+/// One queue's log in a store, shared by every handle on the queue in
+/// this process.
+pub(crate) struct QueueLog {
+    store: Arc<Store>,
+    name: String,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for QueueLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueLog")
+            .field("dir", &self.store.dir)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for QueueLog {
+    fn drop(&mut self) {
+        // The committer writes what is left, then ends; the store's entry
+        // keeps its handle, so that a reopen waits for it.
+        self.shared.lock().closing = true;
+        self.shared.work.notify_all();
+        self.shared.sooner.notify_one();
+    }
+}
+
+/// The outcome of a change: its value, and what it asked to read.
+pub(crate) type Changed<T> = (T, Vec<ReadReq>);
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl State {
+    /// Whether the last handle was dropped.
+    pub(crate) fn closing(&self) -> bool {
+        self.closing
+    }
+}
+
+impl QueueLog {
+    /// Opens `dir/<name>.log` (creating it), replays it, and starts its
+    /// committer.
+    fn open(store: &Arc<Store>, name: &str) -> Result<(Arc<QueueLog>, JoinHandle<()>), StoreError> {
+        let path = store.dir.join(format!("{name}.log"));
+        let (file, end, index) = replay(&path, Now::wall())?;
+        let base = end;
+        let shared = Arc::new(Shared {
+            path: path.clone(),
+            state: Mutex::new(State {
+                index,
+                batch: Batch::new(base),
+                waiters: Vec::new(),
+                in_flight: None,
+                end,
+                file: Arc::new(file),
+                failed: None,
+                closing: false,
+                compact_min: COMPACT_MIN_BYTES,
+                compact_retry: 0,
+                driver_at: 0,
+            }),
+            work: Condvar::new(),
+            claimable: Notify::new(),
+            sooner: Notify::new(),
+            driver: AtomicBool::new(false),
+        });
+        let committer = {
+            let shared = Arc::clone(&shared);
+            let store = Arc::clone(store);
+            std::thread::Builder::new()
+                .name(format!("ttr-log-{name}"))
+                .spawn(move || {
+                    commit_loop(&shared);
+                    drop(store); // the directory stays locked until here
+                })
+                .map_err(|e| StoreError::io(&path, "starting the log's committer thread", e))?
+        };
+        let log = Arc::new(QueueLog {
+            store: Arc::clone(store),
+            name: name.to_owned(),
+            shared,
+        });
+        Ok((log, committer))
+    }
+
+    /// Starts the driver on the current runtime unless one runs (the
+    /// runtime that ran the last one may have shut down).
+    pub(crate) fn ensure_driver(&self) {
+        if !self.shared.driver.swap(true, Ordering::SeqCst) {
+            super::driver::spawn(&self.shared);
+        }
+    }
+
+    /// The log file's path.
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Lowers the log length at which compaction is considered (tests).
+    #[cfg(test)]
+    pub(crate) fn set_compact_min(&self, bytes: u64) {
+        self.shared.lock().compact_min = bytes;
+    }
+
+    /// Runs `change` on the index under the lock, with the batch to write
+    /// its records into, then waits until they are on disk (and until
+    /// every frame before them is) and reads what it asked for.
+    ///
+    /// # Errors
+    ///
+    /// `change`'s error (nothing written); [`StoreError::NoSpace`] or
+    /// another [`StoreError`] if the frame could not be written (then the
+    /// change was taken back); [`StoreError::Failed`] if the queue
+    /// refuses changes.
+    ///
+    /// With `quick`, a change that wrote nothing and reads nothing returns
+    /// at once (a claim that found nothing rests on nothing unwritten).
+    pub(crate) async fn change<T>(
+        &self,
+        quick: bool,
+        change: impl FnOnce(&mut Index, &mut Batch, &dyn ReadAt, Now) -> io::Result<Changed<T>>,
+    ) -> Result<(T, Vec<Read>), StoreError> {
+        let rx = {
+            let mut guard = self.shared.lock();
+            let state = &mut *guard;
+            if let Some(failed) = &state.failed {
+                return Err(failed.duplicate());
+            }
+            let reader = LogReader {
+                file: &state.file,
+                end: state.end,
+                in_flight: state.in_flight.as_ref(),
+            };
+            let undo_before = state.batch.undo.len();
+            let frame_before = state.batch.frame.len();
+            let now = Now::wall();
+            let outcome = change(&mut state.index, &mut state.batch, &reader, now);
+            let (value, reads) = match outcome {
+                Ok(done) => done,
+                Err(e) => {
+                    // Take back whatever the change did before it failed.
+                    let undo = state.batch.undo.split_off(undo_before);
+                    state.index.undo(undo);
+                    state.batch.frame.truncate(frame_before);
+                    return Err(StoreError::io(&self.shared.path, "reading the job log", e));
+                }
+            };
+            // Something due sooner than the driver wakes: wake it.
+            let sooner = state
+                .index
+                .next_expiration()
+                .is_some_and(|next| next < state.driver_at);
+            let wrote = state.batch.frame.len() > frame_before;
+            let idle =
+                state.batch.is_empty() && state.in_flight.is_none() && state.waiters.is_empty();
+            if reads.is_empty() && (idle || (quick && !wrote)) {
+                drop(guard);
+                if sooner {
+                    self.shared.sooner.notify_one();
+                }
+                return Ok((value, Vec::new()));
+            }
+            let (tx, rx) = oneshot::channel();
+            state.waiters.push(Waiter { tx, reads });
+            drop(guard);
+            self.shared.work.notify_one();
+            if sooner {
+                self.shared.sooner.notify_one();
+            }
+            (rx, value)
+        };
+        let (rx, value) = rx;
+        match rx.await {
+            Ok(Ok(reads)) => Ok((value, reads)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(StoreError::Failed {
+                path: self.shared.path.clone(),
+                reason: "the log's committer thread stopped".to_owned(),
+            }),
+        }
+    }
+
+    /// Runs `look` on the index under the lock (reads only).
+    pub(crate) fn look<T>(&self, look: impl FnOnce(&mut Index, Now) -> T) -> T {
+        let mut state = self.shared.lock();
+        look(&mut state.index, Now::wall())
+    }
+}
+
+/// Opens and replays the log at `path`: the file, its durable end, the
+/// index.
+fn replay(path: &Path, now: Now) -> Result<(File, u64, Index), StoreError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| StoreError::io(path, "opening the job log", e))?;
+    let mut len = file
+        .metadata()
+        .map_err(|e| StoreError::io(path, "reading the job log's length", e))?
+        .len();
+    if len < format::FILE_HEADER as u64 {
+        // New (or a crash before its header was whole): start it.
+        file.set_len(0)
+            .map_err(|e| StoreError::io(path, "starting the job log", e))?;
+        file.write_all_at(&format::file_header(), 0)
+            .map_err(|e| StoreError::io(path, "starting the job log", e))?;
+        file.sync_all()
+            .map_err(|e| StoreError::io(path, "syncing the job log", e))?;
+        sync_dir(path)?;
+        len = format::FILE_HEADER as u64;
+    }
+    let mut index = Index::new(now.floor);
+    index.begin_replay();
+    let scanned = format::scan(path, &file, len, |at, body| {
+        let mut records = format::Records::new(body);
+        loop {
+            let offset = at + records.position() as u64;
+            let Some(record) = records.next_record() else {
+                return Ok(());
+            };
+            let record = record.map_err(|reason| StoreError::corrupt(path, offset, reason))?;
+            let data = offset + format::NEW_ID_AT as u64;
+            index
+                .apply(&record, data)
+                .map_err(|reason| StoreError::corrupt(path, offset, reason))?;
+        }
+    })?;
+    index.end_replay();
+    if scanned.torn {
+        file.set_len(scanned.end)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| StoreError::io(path, "cutting a torn write off the job log", e))?;
+    }
+    index.advance(now.floor);
+    Ok((file, scanned.end, index))
+}
+
+/// Syncs the directory holding `path` (a new or renamed file's entry).
+fn sync_dir(path: &Path) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io(dir, "syncing the directory", e))
+}
+
+/// The committer: one frame per round, until the queue closes.
+fn commit_loop(shared: &Shared) {
+    loop {
+        let mut state = shared.lock();
+        while state.waiters.is_empty() && state.batch.is_empty() {
+            if state.closing {
+                return;
+            }
+            state = shared.work.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        let base = state.batch.base;
+        let mut batch = std::mem::replace(&mut state.batch, Batch::new(base));
+        let waiters = std::mem::take(&mut state.waiters);
+        let file = Arc::clone(&state.file);
+        let written = if batch.is_empty() {
+            None
+        } else {
+            let header = format::frame_header(&batch.frame[FRAME_HEADER..]);
+            batch.frame[..FRAME_HEADER].copy_from_slice(&header);
+            let frame = Arc::new(std::mem::take(&mut batch.frame));
+            state.batch.base = base + frame.len() as u64;
+            state.in_flight = Some(InFlight {
+                base,
+                frame: Arc::clone(&frame),
+            });
+            Some(frame)
+        };
+        drop(state);
+
+        // Write and sync outside the lock: calls go on gathering the next
+        // batch meanwhile.
+        let outcome = match &written {
+            None => Ok(()),
+            Some(frame) => file
+                .write_all_at(frame, base)
+                .map_err(|e| {
+                    (
+                        StoreError::io(&shared.path, "writing the job log", e),
+                        false,
+                    )
+                })
+                .and_then(|()| {
+                    file.sync_data()
+                        .map_err(|e| (StoreError::io(&shared.path, "syncing the job log", e), true))
+                }),
+        };
+
+        let mut state = shared.lock();
+        state.in_flight = None;
+        let mut done: Vec<(Waiter, Result<Vec<Read>, StoreError>)> = Vec::new();
+        match outcome {
+            Ok(()) => {
+                if let Some(frame) = &written {
+                    state.end = base + frame.len() as u64;
+                }
+                // Where to read what the calls asked for (the index may
+                // change after the lock is released; the file may not, below
+                // its end).
+                let plans: Vec<Vec<Option<(u64, usize, usize)>>> = waiters
+                    .iter()
+                    .map(|w| {
+                        w.reads
+                            .iter()
+                            .map(|r| {
+                                let (data, id_len, payload_len) =
+                                    state.index.extent(r.slot, r.gen)?;
+                                Some((data, id_len, payload_len.min(r.payload)))
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let file = Arc::clone(&state.file);
+                drop(state);
+                for (waiter, plan) in waiters.into_iter().zip(plans) {
+                    let reads = read_all(&file, &plan)
+                        .map_err(|e| StoreError::io(&shared.path, "reading the job log", e));
+                    done.push((waiter, reads));
+                }
+            }
+            Err((error, in_doubt)) => {
+                // This frame and every change after it are taken back.
+                let end = state.end;
+                let later = std::mem::replace(&mut state.batch, Batch::new(end));
+                let later_waiters = std::mem::take(&mut state.waiters);
+                state.index.undo(later.undo);
+                state.index.undo(std::mem::take(&mut batch.undo));
+                let cut = file.set_len(end).and_then(|()| file.sync_all());
+                if in_doubt || cut.is_err() {
+                    state.failed = Some(StoreError::Failed {
+                        path: shared.path.clone(),
+                        reason: error.to_string(),
+                    });
+                }
+                drop(state);
+                for waiter in waiters.into_iter().chain(later_waiters) {
+                    done.push((waiter, Err(error.duplicate())));
+                }
+            }
+        }
+        // Wake the calls with no lock held.
+        for (waiter, result) in done {
+            let _ = waiter.tx.send(result);
+        }
+        maybe_compact(shared);
+    }
+}
+
+/// Reads ids and payloads at planned places.
+fn read_all(file: &File, plan: &[Option<(u64, usize, usize)>]) -> io::Result<Vec<Read>> {
+    plan.iter()
+        .map(|place| {
+            let Some((data, id_len, payload_len)) = *place else {
+                return Ok(Read::default());
+            };
+            let len = id_len + payload_len;
+            let mut bytes = vec![0; len];
+            file.read_exact_at(&mut bytes, data)?;
+            let payload = bytes.split_off(id_len);
+            Ok(Read { id: bytes, payload })
+        })
+        .collect()
+}
+
+/// Compacts the log if it is long and mostly garbage. On failure the old
+/// log stays (compaction is retried when the log has grown by half).
+fn maybe_compact(shared: &Shared) {
+    let (end, live, min) = {
+        let state = shared.lock();
+        let min = state.compact_min.max(state.compact_retry);
+        (state.end, state.index.live_bytes(), min)
+    };
+    if end < min || end < 2 * live {
+        return;
+    }
+    if let Err(error) = compact(shared, end) {
+        tracing::warn!(path = %shared.path.display(), %error, "job log compaction failed; the log is left as it was");
+        let mut state = shared.lock();
+        state.compact_retry = state.end + state.end / 2;
+    }
+}
+
+/// Writes the live jobs (as of the durable end `end`: changes waiting for
+/// a frame are read through their undo steps) to a new file, and puts it
+/// in place of the log.
+fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
+    let new_path = &shared.path.with_extension("log.compact");
+    let io = |doing: &'static str| move |e: io::Error| StoreError::io(new_path, doing, e);
+    let out = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(new_path)
+        .map_err(io("creating the compacted job log"))?;
+    let mut writer = io::BufWriter::with_capacity(COMPACT_FRAME * 2, &out);
+    writer
+        .write_all(&format::file_header())
+        .map_err(io("writing the compacted job log"))?;
+    let mut written = format::FILE_HEADER as u64;
+    let mut frame: Vec<u8> = Vec::with_capacity(COMPACT_FRAME + 4096);
+    // New data offsets, by slot.
+    let mut moved: HashMap<u32, u64> = HashMap::new();
+    let flush = |frame: &mut Vec<u8>,
+                 writer: &mut io::BufWriter<&File>,
+                 written: &mut u64|
+     -> io::Result<()> {
+        if frame.is_empty() {
+            return Ok(());
+        }
+        writer.write_all(&format::frame_header(frame))?;
+        writer.write_all(frame)?;
+        *written += (FRAME_HEADER + frame.len()) as u64;
+        frame.clear();
+        Ok(())
+    };
+    let (old_file, lateness) = {
+        let state = shared.lock();
+        let mut lateness = state.index.lateness();
+        for step in &state.batch.undo {
+            if let Undo::Lateness(bucket) = step {
+                lateness[*bucket] = lateness[*bucket].saturating_sub(1);
+            }
+        }
+        (Arc::clone(&state.file), lateness)
+    };
+    Record::Lateness { counts: lateness }.encode(&mut frame);
+    let mut from = 0usize;
+    loop {
+        // A chunk of durable views: the live ones, with the changes not yet
+        // written taken back.
+        let (chunk, more) = {
+            let state = shared.lock();
+            let mut durable: HashMap<u32, View> = HashMap::new();
+            for step in &state.batch.undo {
+                if let Undo::Slot(slot, view) = step {
+                    durable.entry(*slot).or_insert_with(|| view.clone());
+                }
+            }
+            state.index.chunk(from, COMPACT_CHUNK, &durable)
+        };
+        for (slot, view) in chunk {
+            let s = &view.slot;
+            let mut bytes = vec![0; usize::from(s.id_len) + s.payload_len as usize];
+            old_file.read_exact_at(&mut bytes, s.data).map_err(|e| {
+                StoreError::io(&shared.path, "reading the job log to compact it", e)
+            })?;
+            let (id, payload) = bytes.split_at(usize::from(s.id_len));
+            let data = written + (FRAME_HEADER + frame.len() + format::NEW_ID_AT) as u64;
+            moved.insert(slot, data);
+            Index::rebuild(slot, &view, id, payload, &mut frame);
+            if frame.len() >= COMPACT_FRAME {
+                flush(&mut frame, &mut writer, &mut written)
+                    .map_err(io("writing the compacted job log"))?;
+            }
+        }
+        match more {
+            Some(next) => from = next,
+            None => break,
+        }
+    }
+    flush(&mut frame, &mut writer, &mut written).map_err(io("writing the compacted job log"))?;
+    writer
+        .flush()
+        .map_err(io("writing the compacted job log"))?;
+    drop(writer);
+    out.sync_all()
+        .map_err(io("syncing the compacted job log"))?;
+    fs::rename(new_path, &shared.path).map_err(io("renaming the compacted job log"))?;
+    sync_dir(&shared.path)?;
+
+    // The new file is the log: move every data offset to it.
+    let mut state = shared.lock();
+    debug_assert_eq!(state.end, end, "no frame is written during compaction");
+    let shift = |data: u64| written + (data - end);
+    state.index.move_data(|slot, s| {
+        if s.data < end {
+            moved[&slot]
+        } else {
+            shift(s.data)
+        }
+    });
+    for step in &mut state.batch.undo {
+        if let Undo::Slot(slot, view) = step {
+            if view.slot.state != super::index::State::Free {
+                view.slot.data = if view.slot.data < end {
+                    moved.get(slot).copied().unwrap_or(view.slot.data)
+                } else {
+                    shift(view.slot.data)
+                };
+            }
+        }
+    }
+    state.batch.base = written;
+    state.end = written;
+    state.file = Arc::new(out);
+    state.compact_retry = 0;
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! The crate's error type.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::job::JobId;
+
+/// What went wrong in a call on a [`Queue`](crate::Queue) or a
+/// [`Job`](crate::Job).
+///
+/// On any error, nothing was written: on Redis every change is one Lua
+/// script, which Redis runs entirely or not at all (after a
+/// [`Error::Timeout`] or a lost connection the script may still have run;
+/// see there); in the embedded store every change is one record frame,
+/// on disk whole or not at all.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The Redis URL could not be parsed or names an unsupported scheme.
+    InvalidUrl {
+        /// Why the `redis` crate rejected it.
+        reason: String,
+    },
+    /// The queue name is empty, longer than 200 bytes, or contains `{`,
+    /// `}`, `#`, whitespace or a control character.
+    InvalidQueueName {
+        /// The name (its first 64 characters).
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The job id is empty or longer than 512 bytes.
+    InvalidJobId {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A setting is out of range: in the [`Builder`](crate::Builder) (a
+    /// zero lease, zero attempts, zero partitions...), or a zero or
+    /// too-long lease passed to
+    /// [`Job::extend_lease`](crate::Job::extend_lease).
+    InvalidConfig {
+        /// Which setting, and why.
+        reason: &'static str,
+    },
+    /// The payload is larger than the queue's limit
+    /// ([`Builder::max_payload`](crate::Builder::max_payload), 512 KiB by
+    /// default).
+    PayloadTooLarge {
+        /// The payload's length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The due time cannot be represented: before the Unix epoch, or more
+    /// than about 142 000 years away (2^52 ms, the range in which Redis'
+    /// sorted-set scores are exact).
+    InvalidDeadline,
+    /// The job's lease ran out (by Redis' clock) before this call, so the
+    /// job is, or will be, delivered again; nothing was changed. Work done
+    /// under the lost lease may be repeated by the next delivery: make
+    /// jobs idempotent, or lengthen the lease.
+    LeaseExpired {
+        /// The job.
+        id: JobId,
+    },
+    /// The queue was closed ([`Queue::close`](crate::Queue::close)): it
+    /// hands out no more jobs. Jobs already delivered can still be acked,
+    /// retried, extended and released.
+    Closed,
+    /// Redis did not answer within the queue's command timeout
+    /// ([`Builder::command_timeout`](crate::Builder::command_timeout)).
+    /// The command may or may not have run; every command of this crate is
+    /// safe to repeat (scheduling with an explicit id is idempotent).
+    Timeout {
+        /// The timeout that ran out.
+        after: Duration,
+    },
+    /// Redis returned an error, or the connection failed (a refused
+    /// connection is reported at once, with the operating system's
+    /// reason).
+    #[cfg(feature = "redis")]
+    Redis(redis::RedisError),
+    /// The queue's partition count, recorded in Redis at its first
+    /// connect, is not the one this handle was built with
+    /// ([`Builder::partitions`](crate::Builder::partitions)): its jobs are
+    /// under other hash tags, and this handle would see none of them.
+    PartitionMismatch {
+        /// The queue.
+        queue: String,
+        /// The count recorded in Redis.
+        recorded: u32,
+        /// The count this handle was built with.
+        configured: u32,
+    },
+    /// A write ran on the master but `WAIT` counted fewer replicas than
+    /// [`Builder::replicas`](crate::Builder::replicas) asks for within the
+    /// replica timeout. The write is done as far as the master is
+    /// concerned; a failover before it reaches a replica may lose it (a
+    /// schedule may vanish, an ack may come back as a redelivery). A
+    /// claim that was not replicated is handed back at once, not
+    /// delivered.
+    NotReplicated {
+        /// How many replicas acknowledged the write.
+        replicas: u32,
+        /// How many were asked for.
+        wanted: u32,
+        /// How long `WAIT` waited.
+        within: Duration,
+    },
+    /// A setting that only one backend has was given for the other (for
+    /// example [`Builder::partitions`](crate::Builder::partitions) or
+    /// [`Builder::replicas`](crate::Builder::replicas) on a `file://`
+    /// store), where it would change what the queue promises.
+    Unsupported {
+        /// The setting.
+        setting: &'static str,
+        /// The backend that has no such setting: `"embedded"` or `"redis"`.
+        backend: &'static str,
+    },
+    /// The embedded store's directory is open in another process (its
+    /// `LOCK` file is locked): one process at a time owns a store.
+    Locked {
+        /// The store's directory.
+        path: PathBuf,
+    },
+    /// The file system of the embedded store is full (or a quota is
+    /// reached). Nothing of the failed call was written, and it changed
+    /// nothing; calls succeed again once there is room.
+    DiskFull {
+        /// The file that could not grow.
+        path: PathBuf,
+    },
+    /// A job log of the embedded store is damaged somewhere other than a
+    /// torn last write (which is cut off on open): the store does not open
+    /// until the file is repaired or moved away. Nothing is dropped
+    /// silently.
+    Corrupt {
+        /// The log.
+        path: PathBuf,
+        /// Where the damage starts, in bytes from the start of the file.
+        offset: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+    /// Any other I/O error of the embedded store, with what it was doing.
+    /// After a failed write or `fdatasync` the store refuses every change
+    /// until it is reopened (drop every handle, connect again), so that it
+    /// never acknowledges what may not be on disk.
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the store was doing.
+        doing: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidUrl { reason } => write!(f, "invalid Redis URL: {reason}"),
+            Error::InvalidQueueName { name, reason } => {
+                write!(f, "invalid queue name {name:?}: {reason}")
+            }
+            Error::InvalidJobId { reason } => write!(f, "invalid job id: {reason}"),
+            Error::InvalidConfig { reason } => write!(f, "invalid queue configuration: {reason}"),
+            Error::PayloadTooLarge { len, limit } => {
+                write!(
+                    f,
+                    "payload of {len} bytes is over the limit of {limit} bytes"
+                )
+            }
+            Error::InvalidDeadline => f.write_str(
+                "due time cannot be represented (before 1970 or more than 2^52 ms from the epoch)",
+            ),
+            Error::LeaseExpired { id } => write!(
+                f,
+                "the lease on job {id} ran out before this call; the job is delivered again"
+            ),
+            Error::Closed => f.write_str("the queue is closed and hands out no more jobs"),
+            Error::Timeout { after } => {
+                write!(
+                    f,
+                    "Redis did not answer within the command timeout of {after:?}"
+                )
+            }
+            #[cfg(feature = "redis")]
+            Error::Redis(error) => write!(f, "Redis error: {error}"),
+            Error::PartitionMismatch {
+                queue,
+                recorded,
+                configured,
+            } => write!(
+                f,
+                "queue {queue} has {recorded} partition(s) (recorded in Redis at its first connect), \
+                 but this handle was built with {configured}: use partitions({recorded}) \
+                 (ttr: --partitions {recorded})"
+            ),
+            Error::NotReplicated {
+                replicas,
+                wanted,
+                within,
+            } => write!(
+                f,
+                "the write reached {replicas} of {wanted} replica(s) within {within:?}: \
+                 it is on the master, but a failover may lose it"
+            ),
+            Error::Unsupported { setting, backend } => {
+                write!(f, "{setting} is not a setting of the {backend} backend")
+            }
+            Error::Locked { path } => write!(
+                f,
+                "the job store at {} is open in another process (its LOCK file is locked)",
+                path.display()
+            ),
+            Error::DiskFull { path } => write!(
+                f,
+                "no space left for the job store at {} (nothing was written)",
+                path.display()
+            ),
+            Error::Corrupt {
+                path,
+                offset,
+                reason,
+            } => write!(
+                f,
+                "the job log {} is damaged at byte {offset}: {reason}",
+                path.display()
+            ),
+            Error::Io {
+                path,
+                doing,
+                source,
+            } => write!(f, "{doing} {}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            #[cfg(feature = "redis")]
+            Error::Redis(error) => Some(error),
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(feature = "redis")]
+impl From<redis::RedisError> for Error {
+    fn from(error: redis::RedisError) -> Error {
+        Error::Redis(error)
+    }
+}
+
+#[cfg(feature = "embedded")]
+impl From<crate::embedded::error::StoreError> for Error {
+    fn from(error: crate::embedded::error::StoreError) -> Error {
+        use crate::embedded::error::StoreError;
+        match error {
+            StoreError::NoSpace { path, .. } => Error::DiskFull { path },
+            StoreError::Locked { path } => Error::Locked { path },
+            StoreError::Corrupt {
+                path,
+                offset,
+                reason,
+            } => Error::Corrupt {
+                path,
+                offset,
+                reason,
+            },
+            StoreError::Io {
+                path,
+                doing,
+                source,
+            } => Error::Io {
+                path,
+                doing: doing.to_owned(),
+                source,
+            },
+            StoreError::Failed { path, reason } => Error::Io {
+                path,
+                doing: "the store refuses changes after a failed write; reopen it".to_owned(),
+                source: std::io::Error::other(reason),
+            },
+        }
+    }
+}

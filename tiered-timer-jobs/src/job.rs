@@ -1,0 +1,752 @@
+//! [`JobId`] and [`Job`], a delivered job under a lease.
+//!
+//! Ground rules:
+//!
+//! * Redis decides whether a lease is held: every call here is one fenced
+//!   script that checks the token and the expiry against Redis' `TIME`.
+//! * The `Job` keeps a local, conservative estimate of when its lease runs
+//!   out (the local instant the claim or last renewal was *sent*, plus the
+//!   lease): Redis' expiry is never earlier than that, so
+//!   [`Job::keep_alive`] renews in time and gives up before another worker
+//!   can have the job. The estimate is only ever used to stop early.
+//! * A `Job` counts as held by its queue until it is acked, retried,
+//!   released or dropped; [`Queue::shutdown`](crate::Queue::shutdown)
+//!   waits for that count to reach zero. After
+//!   [`Queue::close`](crate::Queue::close), a job dropped unfinished is
+//!   released by a spawned task, which holds the count until it is done.
+
+use std::fmt;
+use std::future::IntoFuture;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::queue::{millis_up, Inner, MAX_DEADLINE_MS};
+
+/// A job's id: a string, unique within its queue.
+///
+/// [`Queue::schedule`](crate::Queue::schedule) makes a random one;
+/// [`Queue::schedule_with_id`](crate::Queue::schedule_with_id) takes yours,
+/// which makes scheduling idempotent.
+///
+/// # Examples
+///
+/// ```
+/// use tiered_timer_jobs::JobId;
+///
+/// let id = JobId::from("order-42");
+/// assert_eq!(id.as_str(), "order-42");
+/// assert_eq!(id.to_string(), "order-42");
+/// assert_eq!(id, JobId::from(String::from("order-42")));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct JobId(String);
+
+impl JobId {
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The id as an owned string.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for JobId {
+    fn from(id: &str) -> JobId {
+        JobId(id.to_owned())
+    }
+}
+
+impl From<String> for JobId {
+    fn from(id: String) -> JobId {
+        JobId(id)
+    }
+}
+
+impl From<&JobId> for JobId {
+    fn from(id: &JobId) -> JobId {
+        id.clone()
+    }
+}
+
+impl AsRef<str> for JobId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A job claimed (by a claim script, or in the embedded store), not yet
+/// handed to a worker.
+#[derive(Debug)]
+pub(crate) struct Claimed {
+    pub(crate) partition: u32,
+    pub(crate) id: JobId,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) deadline_ms: u64,
+    pub(crate) attempt: u32,
+    pub(crate) token: String,
+    pub(crate) lease: Duration,
+    /// When the claim was sent: the lease started no earlier.
+    pub(crate) sent: Instant,
+    /// Taken back from a lease that ran out (a redelivery).
+    pub(crate) expired: bool,
+    /// Redis' now at the claim (ms).
+    pub(crate) claimed_ms: u64,
+}
+
+/// A job delivered by [`Queue::next`](crate::Queue::next), held under a
+/// lease until [`ack`](Job::ack), [`retry_after`](Job::retry_after),
+/// [`release`](Job::release), [`fail`](Job::fail) or [`bury`](Job::bury)
+/// (which record why), or the lease's expiry.
+///
+/// The lease is not renewed unless the worker asks:
+/// [`extend_lease`](Job::extend_lease) once, or
+/// [`keep_alive`](Job::keep_alive) around the work. A worker that hangs or
+/// dies therefore loses its job after one lease.
+///
+/// Dropping a `Job` without acking it does nothing at once: when its lease
+/// runs out (by Redis' clock) the job is delivered again, with
+/// [`attempt`](Job::attempt) one higher. That is what happens when a worker
+/// crashes, so a dropped job behaves the same. The exception is a queue
+/// that was [closed](crate::Queue::close): a job dropped after that is
+/// [released](Job::release) at once, so a stopping worker hands back what
+/// it drops.
+pub struct Job {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) partition: u32,
+    pub(crate) id: JobId,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) deadline_ms: u64,
+    pub(crate) attempt: u32,
+    pub(crate) token: String,
+    pub(crate) lease: Duration,
+    /// The local estimate of the lease (see the ground rules).
+    pub(crate) local_lease: Mutex<LocalLease>,
+    /// Counts this job as held until it is dropped.
+    pub(crate) held: Option<Held>,
+    /// Acked, retried or released (or found lost): nothing to hand back.
+    pub(crate) finished: bool,
+}
+
+/// When the current lease was granted, by the local clock, at the latest
+/// (the instant its request was sent), and for how long.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalLease {
+    pub(crate) sent: Instant,
+    pub(crate) length: Duration,
+}
+
+impl LocalLease {
+    /// The earliest the lease can run out, as a local instant.
+    fn expires_by(&self) -> Instant {
+        self.sent
+            .checked_add(self.length)
+            .unwrap_or_else(|| self.sent + Duration::from_secs(86_400 * 365 * 30))
+    }
+}
+
+/// Counts one job as held by its queue while it lives.
+pub(crate) struct Held(Arc<Inner>);
+
+impl Held {
+    pub(crate) fn new(inner: &Arc<Inner>) -> Held {
+        inner.held_changed(1);
+        Held(Arc::clone(inner))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.held_changed(-1);
+    }
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("id", &self.id)
+            .field("payload_len", &self.payload.len())
+            .field("deadline_ms", &self.deadline_ms)
+            .field("attempt", &self.attempt)
+            .field("partition", &self.partition)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Job {
+    /// A claimed job as a `Job` of `inner` (counted as held).
+    pub(crate) fn from_claimed(inner: &Arc<Inner>, claimed: Claimed) -> Job {
+        Job {
+            inner: Arc::clone(inner),
+            partition: claimed.partition,
+            id: claimed.id,
+            payload: claimed.payload,
+            deadline_ms: claimed.deadline_ms,
+            attempt: claimed.attempt,
+            token: claimed.token,
+            lease: claimed.lease,
+            local_lease: Mutex::new(LocalLease {
+                sent: claimed.sent,
+                length: claimed.lease,
+            }),
+            held: Some(Held::new(inner)),
+            finished: false,
+        }
+    }
+
+    /// A claimed job handed to a worker, with its `tracing` event.
+    pub(crate) fn handed_out(inner: &Arc<Inner>, claimed: Claimed) -> Job {
+        let (expired, partition) = (claimed.expired, claimed.partition);
+        crate::metrics::claimed(
+            inner.name(),
+            (!expired).then(|| {
+                Duration::from_millis(claimed.claimed_ms.saturating_sub(claimed.deadline_ms))
+            }),
+        );
+        let job = Job::from_claimed(inner, claimed);
+        if expired {
+            tracing::warn!(queue = inner.name(), job = %job.id, attempt = job.attempt, partition, "job redelivered: its last lease ran out before an ack");
+        } else {
+            tracing::debug!(queue = inner.name(), job = %job.id, attempt = job.attempt, partition, "job claimed");
+        }
+        job
+    }
+
+    /// Whether the lease has run out by the local estimate (which is never
+    /// later than Redis' expiry).
+    pub(crate) fn lease_ran_out(&self) -> bool {
+        let lease = *self.local_lease.lock().unwrap_or_else(|e| e.into_inner());
+        Instant::now() >= lease.expires_by()
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> &JobId {
+        &self.id
+    }
+
+    /// The job's payload, as scheduled.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// Takes the payload out of the job (leaving it empty); the lease is
+    /// kept, so the job can still be acked.
+    pub fn take_payload(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.payload)
+    }
+
+    /// When the job was due, by Redis' clock: the time it was scheduled
+    /// for (for a retried job, the time of the retry). The job was never
+    /// delivered before it.
+    pub fn deadline(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.deadline_ms)
+    }
+
+    /// Which delivery this is: 1 for the first, one more for each
+    /// redelivery after a lost lease or a [`retry_after`](Job::retry_after)
+    /// ([`release`](Job::release) does not count).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The lease this delivery was made under: the job is this worker's for
+    /// this long after Redis claimed it for it, unless renewed with
+    /// [`extend_lease`](Job::extend_lease) or
+    /// [`keep_alive`](Job::keep_alive). (This stays the claim's lease after
+    /// a renewal of another length.)
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Marks the job done: it is removed for good and never delivered
+    /// again.
+    ///
+    /// An ack is one script fenced by the lease's token: it succeeds if no
+    /// other delivery has claimed the job since. It is not sent at all
+    /// once the lease ran out by the local estimate (the instant the claim
+    /// or last renewal was sent, plus the lease: never later than Redis'
+    /// expiry); an ack sent just before that and arriving just after
+    /// still succeeds if nobody took the job meanwhile, which is safe.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseExpired`] if the lease ran out first (the job is left
+    /// as it is: due again, or already redelivered to another worker);
+    /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
+    /// reached; [`Error::NotReplicated`] with
+    /// [`replicas`](crate::Builder::replicas) if the ack did not reach
+    /// them (it is done on the master; a failover may bring the job back
+    /// as a redelivery).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let job = queue.next().await?;
+    /// // ... do the work ...
+    /// job.ack().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn ack(mut self) -> Result<(), Error> {
+        if self.lease_ran_out() {
+            self.finished = true;
+            return self.lost("ack");
+        }
+        let done = self.inner.ack(self.partition, &self.id, &self.token).await;
+        self.finished = true;
+        let done = done?;
+        if done {
+            tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
+            crate::metrics::acked(self.inner.name());
+            Ok(())
+        } else {
+            self.lost("ack")
+        }
+    }
+
+    /// Acks this job and claims the next due job of its partition in the
+    /// same round trip; if none is due, waits for one as
+    /// [`Queue::next`](crate::Queue::next) does (on any partition).
+    ///
+    /// The claim in the ack's round trip uses this process' wake-up baton
+    /// for the partition if it holds a due one; without it, it takes a job
+    /// only if more than one is due (the baton's holder takes the first).
+    /// With [`prefetch`](crate::Builder::prefetch), it claims that many
+    /// more, for the next calls.
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Job::ack) (nothing is claimed if the ack fails), then as
+    /// [`Queue::next`](crate::Queue::next).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let mut job = queue.next().await?;
+    /// loop {
+    ///     // ... work on the job ...
+    ///     job = job.ack_and_next().await?;
+    /// }
+    /// # }
+    /// ```
+    pub async fn ack_and_next(mut self) -> Result<Job, Error> {
+        if self.lease_ran_out() {
+            self.finished = true;
+            return self.lost("ack");
+        }
+        if self.inner.is_closed() {
+            self.ack_quietly().await?;
+            return Err(Error::Closed);
+        }
+        #[cfg(feature = "redis")]
+        if self.inner.is_redis() {
+            return self.ack_and_next_redis().await;
+        }
+        // The embedded store: an ack, then a claim, both in this process.
+        let queue = crate::Queue {
+            inner: Arc::clone(&self.inner),
+        };
+        self.ack().await?;
+        queue.next().await
+    }
+
+    /// [`ack_and_next`](Job::ack_and_next) on Redis: the ack and the next
+    /// claim in one script.
+    #[cfg(feature = "redis")]
+    async fn ack_and_next_redis(mut self) -> Result<Job, Error> {
+        // A prefetched job is here already: the ack alone is the round
+        // trip.
+        if let Some(next) = self.inner.redis().wake.take_buffered() {
+            let inner = Arc::clone(&self.inner);
+            return match self.ack().await {
+                Ok(()) => Ok(Job::handed_out(&inner, next)),
+                Err(error) => {
+                    inner.redis().wake.absorb(vec![next]);
+                    Err(error)
+                }
+            };
+        }
+        let outcome = self
+            .inner
+            .redis()
+            .wake
+            .claim_now(self.partition, (self.id.clone(), self.token.clone()))
+            .await;
+        self.finished = true;
+        let outcome = outcome?;
+        if outcome.acked == Some(false) {
+            return self.lost("ack");
+        }
+        tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
+        if let Err(error) = outcome.replicated {
+            // The ack and the claim ran on the master only: the claimed
+            // jobs are handed back by dropping them after their release.
+            for claimed in outcome.jobs {
+                let _ = Job::from_claimed(&self.inner, claimed).release().await;
+            }
+            return Err(error);
+        }
+        let mut jobs = outcome.jobs.into_iter();
+        match jobs.next() {
+            Some(first) => {
+                self.inner.redis().wake.absorb(jobs.collect());
+                Ok(Job::handed_out(&self.inner, first))
+            }
+            None => {
+                let queue = crate::Queue {
+                    inner: Arc::clone(&self.inner),
+                };
+                queue.next().await
+            }
+        }
+    }
+
+    /// Acks without the "acked" event's caller context (for a closed
+    /// queue's `ack_and_next`).
+    async fn ack_quietly(&mut self) -> Result<(), Error> {
+        let done = self.inner.ack(self.partition, &self.id, &self.token).await;
+        self.finished = true;
+        if done? {
+            Ok(())
+        } else {
+            self.lost("ack")
+        }
+    }
+
+    /// Gives the job back, to be delivered again `delay` after now (by
+    /// Redis' clock), with [`attempt`](Job::attempt) one higher. A job that
+    /// has had [`max_attempts`](crate::Builder::max_attempts) deliveries
+    /// goes to the dead letters instead.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseExpired`] if the lease ran out first (nothing is
+    /// changed); [`Error::InvalidDeadline`] if `delay` is beyond 2^52 ms;
+    /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
+    /// reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let job = queue.next().await?;
+    /// // The payment provider is down: try again in a minute.
+    /// job.retry_after(Duration::from_secs(60)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn retry_after(mut self, delay: Duration) -> Result<(), Error> {
+        let done = self
+            .inner
+            .retry(self.partition, &self.id, &self.token, delay)
+            .await?;
+        self.finished = true;
+        match done {
+            1 => {
+                tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, ?delay, "job retried");
+                crate::metrics::retried(self.inner.name());
+                Ok(())
+            }
+            2 => Ok(()), // buried, and traced as such by the queue
+            _ => self.lost("retry"),
+        }
+    }
+
+    /// Hands the job back at once: it is due again now (by Redis' clock),
+    /// at the front of the waiting jobs, and this delivery does not count
+    /// against [`max_attempts`](crate::Builder::max_attempts) (the next
+    /// delivery has the same [`attempt`](Job::attempt)).
+    ///
+    /// This is for a worker that stops before finishing (a deploy, a
+    /// shutdown): another worker gets the job at once instead of after the
+    /// lease (one waiting worker is woken for it). A
+    /// job that fails should use [`retry_after`](Job::retry_after), which
+    /// counts the attempt, so a job that always fails ends in the dead
+    /// letters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseExpired`] if the lease ran out first (nothing is
+    /// changed: the job is due again anyway, with the attempt counted);
+    /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
+    /// reached (the job then comes back when its lease runs out).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let job = queue.next().await?;
+    /// // Shutting down before the work could start: give it to another worker.
+    /// job.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release(mut self) -> Result<(), Error> {
+        let done = self
+            .inner
+            .release(self.partition, &self.id, &self.token)
+            .await?;
+        self.finished = true;
+        if done {
+            tracing::info!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job released");
+            Ok(())
+        } else {
+            self.lost("release")
+        }
+    }
+
+    /// Renews the lease: if this delivery still holds it (by its token) and
+    /// it has not run out by Redis' clock, it now runs until `lease` after
+    /// Redis' now. Otherwise nothing changes and the call fails: a lease
+    /// that ran out is never revived, even if no other worker has claimed
+    /// the job yet, because one may be about to.
+    ///
+    /// The new expiry replaces the old one, so a `lease` shorter than what
+    /// is left shortens it. Most workers want
+    /// [`keep_alive`](Job::keep_alive), which calls this for them.
+    ///
+    /// Waiting workers sleep until the earliest lease expiry they read; a
+    /// renewal costs each of them one claim round (that finds nothing)
+    /// when the old expiry passes.
+    ///
+    /// `ack`, `retry_after` and `release` take the `Job` by value, so a
+    /// finished job cannot be extended:
+    ///
+    /// ```compile_fail,E0382
+    /// # use std::time::Duration;
+    /// # async fn demo(queue: tiered_timer_jobs::Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let job = queue.next().await?;
+    /// job.ack().await?;
+    /// job.extend_lease(Duration::from_secs(30)).await?; // error: use of moved value
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseExpired`] if the lease was lost (it ran out, the job
+    /// was redelivered, or acked by the next holder); nothing changed.
+    /// [`Error::InvalidConfig`] if `lease` is zero or beyond 2^51 ms.
+    /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
+    /// reached (the renewal may or may not have happened).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let job = queue.next().await?;
+    /// for chunk in job.payload().chunks(1024) {
+    ///     // ... work on one chunk, in less than a lease ...
+    ///     job.extend_lease(Duration::from_secs(30)).await?; // stop if it was lost
+    /// }
+    /// job.ack().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn extend_lease(&self, lease: Duration) -> Result<(), Error> {
+        let lease_ms = millis_up(lease);
+        if lease_ms == 0 || lease_ms > MAX_DEADLINE_MS / 2 {
+            return Err(Error::InvalidConfig {
+                reason: "a lease must be at least 1 ms and at most 2^51 ms",
+            });
+        }
+        let sent = Instant::now();
+        let renewed = self
+            .inner
+            .extend(self.partition, &self.id, &self.token, lease_ms)
+            .await?;
+        if renewed {
+            let length = Duration::from_millis(lease_ms);
+            *self.local_lease.lock().unwrap_or_else(|e| e.into_inner()) =
+                LocalLease { sent, length };
+            tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, lease = ?length, "lease extended");
+            crate::metrics::lease_renewed(self.inner.name());
+            Ok(())
+        } else {
+            self.lost("extend_lease")
+        }
+    }
+
+    /// Runs `work` while keeping the lease: renews it (for the length of
+    /// the last lease granted) each time a third of it has passed, for as
+    /// long as `work` runs, and stops renewing when `work` ends or this
+    /// future is dropped. Returns `work`'s output.
+    ///
+    /// If the lease is lost, `work` is dropped at once (at its next
+    /// `.await`) and the call fails: from then on another worker may hold
+    /// the job, and the contract is that no two do. So `work` must be safe
+    /// to stop at an `.await`, like any future that may be cancelled; work
+    /// that must not be cut off should call
+    /// [`extend_lease`](Job::extend_lease) at points of its choosing
+    /// instead. Renewal is never automatic outside this call: a worker
+    /// that hangs (its task is no longer polled) or dies loses the job
+    /// after one lease.
+    ///
+    /// Renewals run in the same task as `work`, so a `work` that blocks its
+    /// thread blocks them too, and the lease runs out as it would for a
+    /// hung worker. If such a `work` then finishes, its output is returned
+    /// (the work is done; it cannot be undone) and the following
+    /// [`ack`](Job::ack) reports the lost lease.
+    ///
+    /// A renewal that fails for lack of Redis is tried again until the
+    /// lease would run out by the local estimate (the instant the last
+    /// renewal was *sent* plus the lease, never later than Redis' expiry);
+    /// then the work is stopped too.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseExpired`] if Redis said the lease was lost (the job
+    /// was redelivered, say), or if the lease had run out by the local
+    /// estimate before a renewal could even be sent (this task was not
+    /// polled for a whole lease: a blocked thread, or `keep_alive` called
+    /// too late); [`Error::Timeout`] or [`Error::Redis`] if Redis could not
+    /// be reached to renew it before it would run out. In every case
+    /// `work` was stopped; assume another worker may now have the job, and
+    /// drop it (acking would most likely fail).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::{Job, Queue};
+    /// # async fn charge_card(job: &Job) {}
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let job = queue.next().await?;
+    /// job.keep_alive(charge_card(&job)).await?; // may take many leases
+    /// job.ack().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn keep_alive<F: IntoFuture>(&self, work: F) -> Result<F::Output, Error> {
+        let work = std::pin::pin!(work.into_future());
+        let renewals = std::pin::pin!(self.renew_until_lost());
+        tokio::select! {
+            biased;
+            output = work => Ok(output),
+            error = renewals => Err(error),
+        }
+    }
+
+    /// Renews the lease every third of it until a renewal fails for good;
+    /// returns why.
+    async fn renew_until_lost(&self) -> Error {
+        loop {
+            let granted = *self.local_lease.lock().unwrap_or_else(|e| e.into_inner());
+            let renew_at = granted
+                .sent
+                .checked_add(granted.length / 3)
+                .unwrap_or_else(|| granted.expires_by());
+            tiered_timer::sleep_until(renew_at).await;
+            let expires_by = granted.expires_by();
+            let pause =
+                (granted.length / 10).clamp(Duration::from_millis(1), Duration::from_secs(1));
+            let mut last_error = None;
+            loop {
+                if Instant::now() >= expires_by {
+                    return self.given_up(last_error);
+                }
+                let sent = Instant::now();
+                let renewal = self.extend_lease(granted.length);
+                match tiered_timer::timeout_at(expires_by, renewal).await {
+                    Ok(Ok(())) => break,
+                    Ok(Err(error @ Error::LeaseExpired { .. })) => return error,
+                    Ok(Err(error)) => {
+                        tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease renewal failed; trying again");
+                        last_error = Some(error);
+                        let again = (Instant::now() + pause).min(expires_by);
+                        tiered_timer::sleep_until(again).await;
+                    }
+                    Err(_) => {
+                        let after = sent.elapsed();
+                        return self.given_up(Some(Error::Timeout { after }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The lease would run out (by the local estimate) before it could be
+    /// renewed: `last_error` if Redis could not be reached, else the lease
+    /// ran out while this task was not polled (a blocked thread, say).
+    fn given_up(&self, last_error: Option<Error>) -> Error {
+        crate::metrics::lease_lost(self.inner.name());
+        match last_error {
+            Some(error) => {
+                tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease given up: Redis could not be reached before it would run out");
+                error
+            }
+            None => {
+                tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "lease lost: it ran out before keep_alive could renew it");
+                Error::LeaseExpired {
+                    id: self.id.clone(),
+                }
+            }
+        }
+    }
+
+    /// A lease found lost by `ack_many` before sending: traced, the id
+    /// returned.
+    pub(crate) fn lost_quietly(&self) -> JobId {
+        tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, call = "ack_many", "lease lost: it ran out before the call, and the job is delivered again");
+        self.id.clone()
+    }
+
+    /// Reports a lease found lost by `call`.
+    pub(crate) fn lost<T>(&self, call: &'static str) -> Result<T, Error> {
+        crate::metrics::lease_lost(self.inner.name());
+        tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, call, "lease lost: it ran out before the call, and the job is delivered again");
+        Err(Error::LeaseExpired {
+            id: self.id.clone(),
+        })
+    }
+}
+
+impl Drop for Job {
+    /// After [`Queue::close`](crate::Queue::close), hands an unfinished job
+    /// back (see [`Job::release`]) from a spawned task; otherwise leaves it
+    /// to its lease.
+    fn drop(&mut self) {
+        let held = self.held.take();
+        if self.finished || !self.inner.is_closed() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime to release from: the lease runs out instead
+        };
+        let inner = Arc::clone(&self.inner);
+        let (partition, id, token, attempt) = (
+            self.partition,
+            self.id.clone(),
+            std::mem::take(&mut self.token),
+            self.attempt,
+        );
+        runtime.spawn(async move {
+            let _held = held;
+            match inner.release(partition, &id, &token).await {
+                Ok(true) => tracing::info!(queue = inner.name(), job = %id, attempt, "job released (dropped after close)"),
+                Ok(false) => tracing::warn!(queue = inner.name(), job = %id, attempt, "job dropped after close had already lost its lease"),
+                Err(error) => tracing::warn!(queue = inner.name(), job = %id, attempt, %error, "could not release a job dropped after close; it comes back when its lease runs out"),
+            }
+        });
+    }
+}

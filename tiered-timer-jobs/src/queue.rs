@@ -1,0 +1,1641 @@
+//! [`Queue`] and its [`Builder`]: scheduling, cancelling, and handing out
+//! the jobs the waker (`src/wake.rs`) claims.
+//!
+//! Ground rules:
+//!
+//! * Redis owns every job's state; this process owns nothing but open
+//!   leases' tokens (inside [`Job`]s and prefetched jobs) and the wake-up
+//!   batons it holds. A process that dies loses nothing but its leases,
+//!   which run out, and its batons, which the chain re-arms.
+//! * Every call is one script or one read, wrapped in the command timeout;
+//!   input is checked before anything is sent.
+//! * [`Queue::next`] asks the waker for jobs and waits; it never claims
+//!   itself, so dropping it never strands a claimed job.
+//! * [`Queue::close`] sets a flag shared by every clone and tells the
+//!   waker, which fails the waiting calls and hands back its batons; jobs
+//!   claimed but not handed out are released. The number of [`Job`]s out
+//!   is counted in a `watch` channel so that [`Queue::shutdown`] can wait
+//!   for it to reach zero.
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+#[cfg(feature = "redis")]
+use redis::{FromRedisValue, Script, Value};
+use tokio::sync::watch;
+
+#[cfg(feature = "redis")]
+use crate::conn::{Conn, Limits};
+use crate::error::Error;
+use crate::job::{Job, JobId};
+use crate::keys::{check_job_id, check_queue_name};
+#[cfg(feature = "redis")]
+use crate::keys::{partition_of, Keys, LEASED, QUEUES};
+#[cfg(feature = "redis")]
+use crate::scripts;
+#[cfg(feature = "redis")]
+use crate::wake::{Setup, Shared};
+
+/// The latest due time a job may have, in ms since the Unix epoch: 2^52,
+/// well inside the range where a sorted set's `f64` score is exact.
+pub(crate) const MAX_DEADLINE_MS: u64 = 1 << 52;
+
+/// The most jobs one batched schedule script takes (see
+/// [`Queue::schedule_many`]): a chunk of 1 000 small jobs holds Redis for
+/// about 3 ms.
+pub(crate) const CHUNK_JOBS: usize = 1_000;
+/// About the most payload bytes one batched schedule script takes: a
+/// chunk closes once it holds this much, however few jobs.
+pub(crate) const CHUNK_BYTES: usize = 4 << 20;
+
+/// The shared state behind every clone of a [`Queue`] and every [`Job`].
+pub(crate) struct Inner {
+    name: String,
+    lease: Duration,
+    pub(crate) max_attempts: u32,
+    max_payload: usize,
+    /// Set once by [`Queue::close`].
+    closed: AtomicBool,
+    /// How many [`Job`]s of this queue are out (see the ground rules).
+    held: watch::Sender<usize>,
+    /// Where the jobs are.
+    pub(crate) backend: Backend,
+}
+
+/// The store behind a queue handle, picked by the URL's scheme.
+pub(crate) enum Backend {
+    /// `redis://`, `rediss://`, `redis+unix://`.
+    #[cfg(feature = "redis")]
+    Redis(RedisPart),
+    /// `file://`: the embedded store (`src/embedded/`).
+    #[cfg(feature = "embedded")]
+    Embedded(crate::embedded::queue::Local),
+}
+
+/// A Redis queue handle's own state.
+#[cfg(feature = "redis")]
+pub(crate) struct RedisPart {
+    pub(crate) conn: Conn,
+    pub(crate) partitions: Vec<Keys>,
+    /// The waker: waiting calls, held batons, prefetched jobs.
+    pub(crate) wake: Arc<Shared>,
+    /// Set once this handle wrote the queue to the registry (`src/discover.rs`).
+    pub(crate) registered: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle (and the last job) is gone: the waker's batons
+        // and prefetched jobs go back to Redis.
+        match &self.backend {
+            #[cfg(feature = "redis")]
+            Backend::Redis(redis) => redis.wake.abandon(),
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(_) => {}
+        }
+    }
+}
+
+/// A durable queue of delayed jobs, in an embedded store (`file://`) or
+/// on Redis.
+///
+/// Cheap to clone (an `Arc`); clones share one connection and one waker
+/// (see [`next`](Queue::next)). On Redis any number of processes may open
+/// the same queue (same Redis, same name, same
+/// [`partitions`](Builder::partitions)); an embedded store is one
+/// process's, shared by every `Queue` connected to it in that process.
+/// Either way each due job is delivered to exactly one
+/// [`next`](Queue::next) call at a time.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tiered_timer_jobs::Queue;
+///
+/// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+/// let queue = Queue::connect("redis://127.0.0.1:6379/", "orders").await?;
+/// queue.schedule_with_id("order-42", Duration::from_secs(1800), b"close order 42".to_vec()).await?;
+///
+/// let job = queue.next().await?; // sleeps until a job is due
+/// println!("{}: {:?}", job.id(), job.payload());
+/// job.ack().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Queue {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("name", &self.inner.name)
+            .field("backend", &self.inner.backend_name())
+            .field("lease", &self.inner.lease)
+            .field("max_attempts", &self.inner.max_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Settings for a [`Queue`], from [`Queue::builder`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tiered_timer_jobs::Queue;
+///
+/// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+/// let queue = Queue::builder("redis://127.0.0.1:6379/", "orders")
+///     .lease(Duration::from_secs(30))
+///     .max_attempts(10)
+///     .command_timeout(Duration::from_secs(2))
+///     .connect()
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    url: String,
+    name: String,
+    lease: Duration,
+    max_attempts: u32,
+    max_payload: usize,
+    command_timeout: Duration,
+    health_check: Duration,
+    replicas: u32,
+    replica_timeout: Duration,
+    prefetch: usize,
+    register: bool,
+    partitions: u32,
+    cluster: bool,
+}
+
+impl Builder {
+    /// How long a delivered job stays claimed by its worker before it is
+    /// due again (by Redis' clock). Default 30 s. Rounded up to whole
+    /// milliseconds.
+    pub fn lease(mut self, lease: Duration) -> Builder {
+        self.lease = lease;
+        self
+    }
+
+    /// How many deliveries a job gets; after the last one's lease runs out
+    /// (or it is retried) it goes to the dead letters. Default 10.
+    pub fn max_attempts(mut self, max_attempts: u32) -> Builder {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// The largest payload, in bytes. Default 512 KiB.
+    pub fn max_payload(mut self, bytes: usize) -> Builder {
+        self.max_payload = bytes;
+        self
+    }
+
+    /// How long a call waits for Redis before it returns [`Error::Timeout`]
+    /// (also the connect timeout: a refused connection is an error at
+    /// once, a silent one after this long). Default 5 s.
+    ///
+    /// Redis only; accepted and ignored on a `file://` store.
+    pub fn command_timeout(mut self, timeout: Duration) -> Builder {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// How soon a connection that stops answering (a NAT or load balancer
+    /// that dropped it, a dead host, a hung Redis: nothing that sends a
+    /// FIN or RST) is noticed, and replaced. Default 15 s; at least
+    /// 100 ms.
+    ///
+    /// A waiting worker's blocking call carries a reply deadline of this
+    /// long (Redis ends it a little earlier with an empty reply; no reply
+    /// by the deadline means the connection is dead), so an idle worker
+    /// sends one command per `health_check`. A command connection silent
+    /// for longer than this is pinged before it is used. Every connection
+    /// also has TCP keepalive probes after this much silence and a
+    /// `TCP_USER_TIMEOUT` of this long, for peers that vanish.
+    ///
+    /// Redis only; accepted and ignored on a `file://` store.
+    pub fn health_check(mut self, every: Duration) -> Builder {
+        self.health_check = every;
+        self
+    }
+
+    /// Waits after every write (schedule, claim, ack, retry, release,
+    /// extend, cancel, the operator's changes) until it reached `n`
+    /// replicas (`WAIT n`, on the same connection), and fails with
+    /// [`Error::NotReplicated`] if fewer acknowledged it within the
+    /// [replica timeout](Builder::replica_timeout). Default 0: no
+    /// waiting, and a failover may lose writes acknowledged by the master
+    /// shortly before it (Redis replicates asynchronously).
+    ///
+    /// Costs one more command and one replication round trip per write.
+    /// With `n` at least 1 and one replica per master, a write that
+    /// returned `Ok` survives the failover of its master to that replica.
+    /// Redis only: above 0 it is [`Error::Unsupported`] on a `file://`
+    /// store (whose writes are on its disk before they return).
+    pub fn replicas(mut self, n: u32) -> Builder {
+        self.replicas = n;
+        self
+    }
+
+    /// How long a write waits for its [replicas](Builder::replicas).
+    /// Default 1 s.
+    pub fn replica_timeout(mut self, timeout: Duration) -> Builder {
+        self.replica_timeout = timeout;
+        self
+    }
+
+    /// How many jobs a claim may take beyond what this handle's waiting
+    /// calls asked for, kept for the next [`next`](Queue::next) calls
+    /// (which then return without a round trip). Default 0. At most 1000.
+    ///
+    /// For short jobs in a backlog: claims are fewer and bigger. A
+    /// prefetched job is leased from its claim on, so its lease runs
+    /// while it waits its turn; one that no call takes within half its
+    /// lease is released, and so are all of them on [`Queue::close`] or
+    /// when the last handle is dropped. Leave it at 0 for long jobs.
+    ///
+    /// Redis only (it saves round trips); accepted and ignored on a
+    /// `file://` store, whose claims are in-process.
+    pub fn prefetch(mut self, jobs: usize) -> Builder {
+        self.prefetch = jobs;
+        self
+    }
+
+    /// Whether connecting records the queue's name and partition count in
+    /// the registry `ttr:queues` if none is recorded yet (default `true`).
+    /// Every handle is checked against a recorded count (see
+    /// [`connect`](Builder::connect)); tools that only look at queues
+    /// (`ttr`) pass `false`, so that looking at a name does not make a
+    /// queue appear. (Such a handle records the queue at its first
+    /// successful schedule instead.)
+    ///
+    /// On a `file://` store, where a queue is its log file, `false` opens
+    /// only a queue that exists ([`Error::Io`] with
+    /// [`NotFound`](std::io::ErrorKind::NotFound) otherwise).
+    pub fn register(mut self, register: bool) -> Builder {
+        self.register = register;
+        self
+    }
+
+    /// Spreads the queue over `n` hash tags (`{name#0}` .. `{name#n-1}`),
+    /// so over the nodes of a Redis Cluster. Every process using the queue
+    /// must use the same `n`: a job's partition is a hash of its id modulo
+    /// `n`. Default 1 (one tag, `{name}`). At most 1024. Redis only: other
+    /// than 1 it is [`Error::Unsupported`] on a `file://` store.
+    pub fn partitions(mut self, n: u32) -> Builder {
+        self.partitions = n;
+        self
+    }
+
+    /// Connects to a Redis Cluster, with the URL as a seed node, instead of
+    /// a single Redis. Redis only: [`Error::Unsupported`] on a `file://`
+    /// store.
+    pub fn cluster(mut self) -> Builder {
+        self.cluster = true;
+        self
+    }
+
+    /// Checks the settings and connects.
+    ///
+    /// On its first connect, a queue records its partition count in Redis
+    /// (the registry `ttr:queues`, see [`register`](Builder::register));
+    /// every later handle must use the same.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`], [`Error::InvalidQueueName`] or
+    /// [`Error::InvalidConfig`] for bad settings;
+    /// [`Error::PartitionMismatch`] if the queue was created with another
+    /// partition count; [`Error::Redis`] at once if the connection is
+    /// refused, [`Error::Timeout`] if Redis does not answer within the
+    /// command timeout.
+    pub async fn connect(self) -> Result<Queue, Error> {
+        check_queue_name(&self.name)?;
+        if self.lease.is_zero() || millis_up(self.lease) > MAX_DEADLINE_MS {
+            return Err(Error::InvalidConfig {
+                reason: "the lease must be at least 1 ms and at most 2^52 ms",
+            });
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::InvalidConfig {
+                reason: "max_attempts must be at least 1",
+            });
+        }
+        if self.partitions == 0 || self.partitions > 1024 {
+            return Err(Error::InvalidConfig {
+                reason: "partitions must be between 1 and 1024",
+            });
+        }
+        if self.command_timeout.is_zero() {
+            return Err(Error::InvalidConfig {
+                reason: "the command timeout must not be zero",
+            });
+        }
+        if self.health_check < Duration::from_millis(100) {
+            return Err(Error::InvalidConfig {
+                reason: "the health check interval must be at least 100 ms",
+            });
+        }
+        if self.replicas > 0 && self.replica_timeout.is_zero() {
+            return Err(Error::InvalidConfig {
+                reason: "the replica timeout must not be zero",
+            });
+        }
+        if self.prefetch > 1000 {
+            return Err(Error::InvalidConfig {
+                reason: "prefetch must be at most 1000",
+            });
+        }
+        if self.url.starts_with("file://") {
+            return self.connect_embedded().await;
+        }
+        self.connect_redis().await
+    }
+
+    #[cfg(not(feature = "redis"))]
+    async fn connect_redis(self) -> Result<Queue, Error> {
+        Err(Error::InvalidUrl {
+            reason: format!(
+                "{}: only file:// URLs without the crate's `redis` feature",
+                self.url
+            ),
+        })
+    }
+
+    /// Connects to Redis.
+    #[cfg(feature = "redis")]
+    async fn connect_redis(self) -> Result<Queue, Error> {
+        let timeout = self.command_timeout;
+        let limits = Limits {
+            command_timeout: timeout,
+            health_check: self.health_check,
+            replicas: self.replicas,
+            replica_timeout: self.replica_timeout,
+        };
+        let conn = Conn::open(&self.url, self.cluster, limits).await?;
+        check_partitions(&conn, &self.name, self.partitions, self.register).await?;
+        let partitions: Vec<Keys> = (0..self.partitions)
+            .map(|p| Keys::new(&self.name, p, self.partitions))
+            .collect();
+        let wake = Shared::start(Setup {
+            name: self.name.clone(),
+            conn: conn.clone(),
+            partitions: partitions.clone(),
+            lease: Duration::from_millis(millis_up(self.lease)),
+            max_attempts: self.max_attempts,
+            prefetch: self.prefetch,
+            health_check: self.health_check,
+            token_prefix: format!("{}-", &random_id()[..16]),
+            tokens: AtomicU64::new(0),
+        });
+        Ok(Queue {
+            inner: Arc::new(Inner {
+                name: self.name,
+                lease: self.lease,
+                max_attempts: self.max_attempts,
+                max_payload: self.max_payload,
+                closed: AtomicBool::new(false),
+                held: watch::Sender::new(0),
+                backend: Backend::Redis(RedisPart {
+                    conn,
+                    partitions,
+                    wake,
+                    // Connecting recorded the partition count (if asked to).
+                    registered: AtomicBool::new(self.register),
+                }),
+            }),
+        })
+    }
+}
+
+impl Builder {
+    /// Opens (or creates) the queue in a `file://` store: the Redis-only
+    /// settings that would change what the queue promises are refused.
+    #[cfg(feature = "embedded")]
+    async fn connect_embedded(self) -> Result<Queue, Error> {
+        use crate::embedded::queue as local;
+        let unsupported = |setting| Error::Unsupported {
+            setting,
+            backend: "embedded",
+        };
+        if self.partitions != 1 {
+            return Err(unsupported("partitions"));
+        }
+        if self.cluster {
+            return Err(unsupported("cluster"));
+        }
+        if self.replicas > 0 {
+            return Err(unsupported("replicas"));
+        }
+        local::check_file_name(&self.name)?;
+        let dir = local::dir_of(&self.url)?;
+        if !self.register {
+            local::check_exists(&dir, &self.name)?;
+        }
+        let local = local::open(&dir, &self.name).await?;
+        Ok(Queue {
+            inner: Arc::new(Inner {
+                name: self.name,
+                lease: self.lease,
+                max_attempts: self.max_attempts,
+                max_payload: self.max_payload,
+                closed: AtomicBool::new(false),
+                held: watch::Sender::new(0),
+                backend: Backend::Embedded(local),
+            }),
+        })
+    }
+
+    #[cfg(not(feature = "embedded"))]
+    async fn connect_embedded(self) -> Result<Queue, Error> {
+        Err(Error::InvalidUrl {
+            reason: "file:// URLs need the crate's `embedded` feature".to_owned(),
+        })
+    }
+}
+
+impl Queue {
+    /// Connects to the queue `name` at `url` (an embedded store's
+    /// `file://` directory, or a Redis; see [`builder`](Queue::builder)),
+    /// with the default settings (see [`Builder`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::connect`].
+    pub async fn connect(url: &str, name: &str) -> Result<Queue, Error> {
+        Queue::builder(url, name).connect().await
+    }
+
+    /// Settings for the queue `name` at `url`: an embedded store's
+    /// directory (`file:///var/lib/app/jobs`, or `file://rel/dir` relative
+    /// to the working directory; the queue's name is then a file name, no
+    /// `/`), or a Redis (`redis://host:port/db`, `rediss://`,
+    /// `redis+unix://`).
+    pub fn builder(url: &str, name: &str) -> Builder {
+        Builder {
+            url: url.to_owned(),
+            name: name.to_owned(),
+            lease: Duration::from_secs(30),
+            max_attempts: 10,
+            max_payload: 512 * 1024,
+            command_timeout: Duration::from_secs(5),
+            health_check: Duration::from_secs(15),
+            replicas: 0,
+            replica_timeout: Duration::from_secs(1),
+            prefetch: 0,
+            register: true,
+            partitions: 1,
+            cluster: false,
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Schedules a job due `delay` from now, where "now" is Redis' clock
+    /// when it receives the job, under a new random id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PayloadTooLarge`]; [`Error::InvalidDeadline`] if `delay`
+    /// is beyond 2^52 ms; [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let id = queue.schedule(Duration::from_secs(1800), b"close order 42".to_vec()).await?;
+    /// println!("scheduled {id}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule(
+        &self,
+        delay: Duration,
+        payload: impl Into<Vec<u8>>,
+    ) -> Result<JobId, Error> {
+        self.schedule_inner(random_id().into(), Due::After(delay), payload.into())
+            .await
+    }
+
+    /// Schedules a job due at `at`, under a new random id. A time in the
+    /// past makes the job due at once.
+    ///
+    /// `at` is read as a point on Redis' clock: a client whose clock is off
+    /// by `e` gets its job `e` early or late relative to its own intent,
+    /// but never before `at` by Redis' clock. Prefer
+    /// [`schedule`](Queue::schedule) with a delay when clocks may differ.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidDeadline`] if `at` is before the Unix epoch or past
+    /// 2^52 ms after it; otherwise as [`schedule`](Queue::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let at = SystemTime::now() + Duration::from_secs(60);
+    /// queue.schedule_at(at, "remind the shop owner").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_at(
+        &self,
+        at: SystemTime,
+        payload: impl Into<Vec<u8>>,
+    ) -> Result<JobId, Error> {
+        self.schedule_inner(random_id().into(), Due::At(at), payload.into())
+            .await
+    }
+
+    /// Schedules a job under your id, due `delay` from Redis' now; if a job
+    /// with this id is already waiting or leased, changes nothing and
+    /// returns the id. A producer that retries after a timeout therefore
+    /// makes no duplicate. (A dead letter with this id is replaced.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidJobId`]; otherwise as [`schedule`](Queue::schedule).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let first = queue.schedule_with_id("order-42", Duration::from_secs(1800), "close").await?;
+    /// // A retry after a timeout makes no duplicate.
+    /// let again = queue.schedule_with_id("order-42", Duration::from_secs(1800), "close").await?;
+    /// assert_eq!(first, again);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_with_id(
+        &self,
+        id: impl Into<JobId>,
+        delay: Duration,
+        payload: impl Into<Vec<u8>>,
+    ) -> Result<JobId, Error> {
+        self.schedule_inner(id.into(), Due::After(delay), payload.into())
+            .await
+    }
+
+    /// Schedules many jobs under new random ids, each `(delay, payload)`,
+    /// with every delay counted from one instant of Redis' clock. Returns
+    /// their ids in order.
+    ///
+    /// The jobs go in chunks, each one script on its partition: at most
+    /// 1 000 jobs (or about 4 MiB of payload) per script, so no single
+    /// script holds Redis for long (a chunk of 1 000 small jobs runs in
+    /// about 3 ms). Each chunk reads `TIME` once, writes all its jobs or
+    /// none, and wakes one worker at most (only if one of its jobs is
+    /// now the partition's earliest).
+    ///
+    /// "Now" is the same for the whole call: the first script reads
+    /// Redis' `TIME` and every later chunk on the same Redis counts from
+    /// that instant, so equal delays give equal due times and no job is
+    /// due before the call plus its delay. (On a [cluster](Builder::cluster)
+    /// each partition's first chunk reads its own node's clock instead,
+    /// which is the one that decides whether its jobs are due.) As in
+    /// [`schedule`](Queue::schedule), a delay is rounded up to the
+    /// millisecond, and so is "now".
+    ///
+    /// Atomic per chunk, not per call: the input is checked in full before
+    /// anything is sent (a bad job anywhere writes nothing), then the
+    /// chunks run one after another, partition by partition. A call of at
+    /// most 1 000 jobs on a queue of one partition is one script: all or
+    /// nothing. On an error from Redis (a timeout, a lost connection) the
+    /// chunks before the failing one are written, those after it are not
+    /// sent, and the failing one may or may not have run; to retry such a
+    /// call without duplicates, use
+    /// [`schedule_many_with_ids`](Queue::schedule_many_with_ids).
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule`](Queue::schedule), for any one of the jobs.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let ids = queue
+    ///     .schedule_many((0..1000).map(|i| (Duration::from_secs(60), format!("job {i}"))))
+    ///     .await?;
+    /// assert_eq!(ids.len(), 1000); // all due at the same millisecond
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_many<P: Into<Vec<u8>>>(
+        &self,
+        jobs: impl IntoIterator<Item = (Duration, P)>,
+    ) -> Result<Vec<JobId>, Error> {
+        let jobs = jobs
+            .into_iter()
+            .map(|(delay, payload)| (JobId::from(random_id()), Due::After(delay), payload.into()));
+        self.schedule_batch(jobs, true).await
+    }
+
+    /// Schedules many jobs under new random ids, each `(at, payload)`, due
+    /// at those exact times (rounded up to the millisecond). Returns their
+    /// ids in order.
+    ///
+    /// Each `at` is read on Redis' clock and converted as in
+    /// [`schedule_at`](Queue::schedule_at) (a time in the past is due at
+    /// once); the jobs go in chunks as in
+    /// [`schedule_many`](Queue::schedule_many), with the same atomicity.
+    /// This is the call for a producer that computes its own due times:
+    /// how long the batch takes to send changes none of them.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_at`](Queue::schedule_at), for any one of the jobs.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// // One reminder a second for the next ten minutes.
+    /// let start = SystemTime::now();
+    /// let ids = queue
+    ///     .schedule_many_at((1..=600).map(|s| (start + Duration::from_secs(s), "tick")))
+    ///     .await?;
+    /// assert_eq!(ids.len(), 600);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_many_at<P: Into<Vec<u8>>>(
+        &self,
+        jobs: impl IntoIterator<Item = (SystemTime, P)>,
+    ) -> Result<Vec<JobId>, Error> {
+        let jobs = jobs
+            .into_iter()
+            .map(|(at, payload)| (JobId::from(random_id()), Due::At(at), payload.into()));
+        self.schedule_batch(jobs, false).await
+    }
+
+    /// Schedules many jobs under your ids, each `(id, delay, payload)`, as
+    /// [`schedule_with_id`](Queue::schedule_with_id) would one by one: an
+    /// id that is already waiting or leased, or that comes earlier in the
+    /// same call, is left alone. Returns how many jobs were new.
+    ///
+    /// Delays count from one instant of Redis' clock, and the jobs go in
+    /// chunks, as in [`schedule_many`](Queue::schedule_many). Being
+    /// idempotent, the whole call can be repeated after an error (a
+    /// timeout in the middle, say): what was written stays as it was, the
+    /// rest is written.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule_with_id`](Queue::schedule_with_id), for any one of the
+    /// jobs.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let close = |order: u32| (format!("close-{order}"), Duration::from_secs(1800), "close");
+    /// assert_eq!(queue.schedule_many_with_ids((1..=100).map(close)).await?, 100);
+    /// // Sent again (a retry after a timeout): nothing new.
+    /// assert_eq!(queue.schedule_many_with_ids((1..=100).map(close)).await?, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn schedule_many_with_ids<I: Into<JobId>, P: Into<Vec<u8>>>(
+        &self,
+        jobs: impl IntoIterator<Item = (I, Duration, P)>,
+    ) -> Result<usize, Error> {
+        let jobs = jobs
+            .into_iter()
+            .map(|(id, delay, payload)| (id.into(), Due::After(delay), payload.into()));
+        let (_, written) = self.inner.schedule_chunks(jobs, true).await?;
+        Ok(written)
+    }
+
+    /// The random-id batches: the ids in order.
+    async fn schedule_batch(
+        &self,
+        jobs: impl Iterator<Item = (JobId, Due, Vec<u8>)>,
+        delays: bool,
+    ) -> Result<Vec<JobId>, Error> {
+        let (ids, _) = self.inner.schedule_chunks(jobs, delays).await?;
+        Ok(ids)
+    }
+
+    /// Checks one job and schedules it with one script on its partition.
+    async fn schedule_inner(&self, id: JobId, due: Due, payload: Vec<u8>) -> Result<JobId, Error> {
+        let (mode, value) = self.inner.checked_due(&id, due, &payload)?;
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => {
+                local.schedule(&id, mode == "d", value, &payload).await?;
+                Ok(id)
+            }
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let keys = self.inner.keys_of(&id);
+                let args = vec![
+                    arg(id.as_str()),
+                    arg(mode),
+                    arg(&value.to_string()),
+                    payload,
+                ];
+                let _: (i64, i64) = self
+                    .inner
+                    .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
+                    .await?;
+                self.inner.register().await;
+                Ok(id)
+            }
+        }
+    }
+
+    /// Acks many jobs in one round trip per partition: each removed for
+    /// good if its delivery still holds it, as [`Job::ack`] would one by
+    /// one. Returns the ids of those whose lease was lost (ran out by the
+    /// local estimate, so not sent; or taken over by another delivery):
+    /// nothing changed for them.
+    ///
+    /// One script per partition per chunk of at most 1 000 jobs; with
+    /// [`next_batch`](Queue::next_batch), a batch of jobs costs two
+    /// scripts in all. Jobs of another queue are acked on their own
+    /// queue.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
+    /// reached: the chunks before the error are acked, the others may or
+    /// may not be (their jobs come back after their lease if not);
+    /// [`Error::NotReplicated`] with [`replicas`](Builder::replicas).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let jobs = queue.next_batch(100).await?;
+    /// // ... work on them ...
+    /// let lost = queue.ack_many(jobs).await?;
+    /// if !lost.is_empty() {
+    ///     eprintln!("{} jobs ran out of their lease and come back", lost.len());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn ack_many(&self, jobs: impl IntoIterator<Item = Job>) -> Result<Vec<JobId>, Error> {
+        let mut lost = Vec::new();
+        // Per queue handle and partition: (id, token) to send.
+        let mut groups: Vec<AckGroup> = Vec::new();
+        for mut job in jobs {
+            job.finished = true;
+            if job.lease_ran_out() {
+                lost.push(job.lost_quietly());
+                continue;
+            }
+            let id = std::mem::replace(&mut job.id, JobId::from(""));
+            let token = std::mem::take(&mut job.token);
+            let group = groups
+                .iter_mut()
+                .find(|(inner, p, _)| Arc::ptr_eq(inner, &job.inner) && *p == job.partition);
+            match group {
+                Some((_, _, list)) => list.push((id, token)),
+                None => groups.push((Arc::clone(&job.inner), job.partition, vec![(id, token)])),
+            }
+        }
+        #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
+        for (inner, partition, list) in groups {
+            #[cfg(feature = "embedded")]
+            if let Some(local) = inner.local() {
+                let refused = local.ack_many(&list).await?;
+                for (id, _) in &list {
+                    if !refused.contains(id) {
+                        tracing::debug!(queue = %inner.name, job = %id, "job acked");
+                    }
+                }
+                lost.extend(refused);
+                continue;
+            }
+            #[cfg(feature = "redis")]
+            lost.extend(Queue::ack_many_redis(&inner, partition, list).await?);
+        }
+        Ok(lost)
+    }
+
+    /// One queue handle's, one partition's acks on Redis: the ids refused.
+    #[cfg(feature = "redis")]
+    async fn ack_many_redis(
+        inner: &Inner,
+        partition: u32,
+        list: Vec<(JobId, String)>,
+    ) -> Result<Vec<JobId>, Error> {
+        let mut lost = Vec::new();
+        let keys = &inner.redis().partitions[partition as usize];
+        for chunk in list.chunks(CHUNK_JOBS) {
+            let mut args = Vec::with_capacity(2 * chunk.len());
+            for (id, token) in chunk {
+                args.push(arg(id.as_str()));
+                args.push(arg(token));
+            }
+            let refused: Vec<String> = inner.eval(&scripts::ACK_MANY_SCRIPT, keys, args).await?;
+            for (id, _) in chunk {
+                if !refused.iter().any(|r| r == id.as_str()) {
+                    tracing::debug!(queue = %inner.name, job = %id, "job acked");
+                }
+            }
+            lost.extend(refused.into_iter().map(JobId::from));
+        }
+        Ok(lost)
+    }
+
+    /// Cancels a waiting job. Returns `true` if it was waiting and will now
+    /// never be delivered; `false` if it was leased (a delivered job cannot
+    /// be cancelled), dead, done or unknown. Nothing changes on `false`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let id = queue.schedule(Duration::from_secs(1800), "close").await?;
+    /// assert!(queue.cancel(&id).await?); // paid: never delivered
+    /// assert!(!queue.cancel(&id).await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn cancel(&self, id: &JobId) -> Result<bool, Error> {
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => {
+                check_job_id(id.as_str())?;
+                local.cancel(id).await
+            }
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.cancel_redis(id).await,
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn cancel_redis(&self, id: &JobId) -> Result<bool, Error> {
+        let keys = self.inner.keys_of(id);
+        let removed: i64 = self
+            .inner
+            .eval(&scripts::CANCEL_SCRIPT, keys, vec![arg(id.as_str())])
+            .await?;
+        Ok(removed == 1)
+    }
+
+    /// How many jobs are waiting: scheduled, not leased, not dead. (A job
+    /// whose lease ran out counts again once it is redelivered or buried.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// println!("{} jobs waiting", queue.pending().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn pending(&self) -> Result<u64, Error> {
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => Ok(local.pending()),
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.pending_redis().await,
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn pending_redis(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        for keys in &self.inner.redis().partitions {
+            let n: u64 = self
+                .inner
+                .query(
+                    redis::cmd("ZCOUNT")
+                        .arg(keys.timeline())
+                        .arg("-inf")
+                        .arg(format!("({LEASED}")),
+                )
+                .await?;
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// How many jobs are leased to workers right now (including leases
+    /// that ran out and have not been reclaimed yet).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// println!("{} jobs being worked on", queue.leased().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn leased(&self) -> Result<u64, Error> {
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => Ok(local.leased()),
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.leased_redis().await,
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn leased_redis(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        for keys in &self.inner.redis().partitions {
+            let n: u64 = self
+                .inner
+                .query(
+                    redis::cmd("ZCOUNT")
+                        .arg(keys.timeline())
+                        .arg(LEASED)
+                        .arg("+inf"),
+                )
+                .await?;
+            total += n;
+        }
+        Ok(total)
+    }
+
+    /// Stops handing out jobs, for a worker that is shutting down.
+    ///
+    /// From now on every [`next`](Queue::next) of this queue and its clones
+    /// returns [`Error::Closed`]: waiting calls at once, later calls
+    /// without asking Redis. Jobs already delivered are left to their
+    /// workers, which may finish them (ack, retry, extend and release go on
+    /// working), and any of them dropped unfinished from now on is
+    /// [released](Job::release) at once instead of waiting out its lease.
+    /// So a worker that drops its work on a signal hands the job straight
+    /// to another worker. Scheduling and the other calls go on working.
+    ///
+    /// Only this process' handle is closed (this `Queue` and its clones):
+    /// other processes and other `Queue`s on the same Redis queue go on.
+    /// Closing twice changes nothing; a closed queue cannot be reopened
+    /// (connect a new one).
+    ///
+    /// See [`shutdown`](Queue::shutdown) to also wait until every job out
+    /// is finished or handed back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::{Error, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), Error> {
+    /// let worker = tokio::spawn({
+    ///     let queue = queue.clone();
+    ///     async move {
+    ///         loop {
+    ///             let job = match queue.next().await {
+    ///                 Err(Error::Closed) => return, // shutting down
+    ///                 other => other.expect("Redis is up"),
+    ///             };
+    ///             // ... work, then ack ...
+    ///             let _ = job.ack().await;
+    ///         }
+    ///     }
+    /// });
+    /// tokio::signal::ctrl_c().await.expect("listen for Ctrl-C");
+    /// queue.close();
+    /// worker.abort(); // drops the job in hand, if any: it is released
+    /// queue.shutdown().await; // waits for that release
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn close(&self) {
+        if !self.inner.closed.swap(true, Ordering::SeqCst) {
+            tracing::info!(queue = %self.inner.name, "queue closed: no more jobs handed out");
+            // Waiting calls fail, batons go back; prefetched jobs become
+            // jobs dropped after close, which release themselves.
+            match &self.inner.backend {
+                #[cfg(feature = "redis")]
+                Backend::Redis(redis) => {
+                    for claimed in redis.wake.close() {
+                        drop(Job::from_claimed(&self.inner, claimed));
+                    }
+                }
+                #[cfg(feature = "embedded")]
+                Backend::Embedded(local) => local.closing.notify_waiters(),
+            }
+        }
+    }
+
+    /// Whether [`close`](Queue::close) was called on this queue or a
+    /// clone.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) {
+    /// assert!(!queue.is_closed());
+    /// queue.close();
+    /// assert!(queue.is_closed());
+    /// # }
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Closes the queue ([`close`](Queue::close)) and waits until every
+    /// [`Job`] it handed out is finished: acked, retried, released, or
+    /// dropped and then released (the release runs in a spawned task,
+    /// which this call waits for).
+    ///
+    /// It waits for work in progress: put a timeout around it, and drop
+    /// (abort) the work that has not finished in time, to hand those jobs
+    /// back too. A release that fails (Redis unreachable) is reported as a
+    /// `tracing` warning, and that job comes back when its lease runs out,
+    /// as after a crash.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue, workers: Vec<tokio::task::JoinHandle<()>>) {
+    /// queue.close();
+    /// // Ten seconds of grace for the jobs in hand, then drop them.
+    /// if tokio::time::timeout(Duration::from_secs(10), queue.shutdown()).await.is_err() {
+    ///     for worker in &workers {
+    ///         worker.abort();
+    ///     }
+    ///     queue.shutdown().await; // the dropped jobs are released
+    /// }
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) {
+        self.close();
+        let mut held = self.inner.held.subscribe();
+        // `wait_for` only fails if the sender is gone; `self` keeps it.
+        let _ = held.wait_for(|n| *n == 0).await;
+    }
+
+    /// Waits until a job is due, claims it under a lease, and returns it.
+    ///
+    /// Waiting costs nothing while nothing is due: the queue's waker
+    /// blocks on the partitions' wake-up batons (`BZPOPMIN`, one call per
+    /// [`health_check`](Builder::health_check), which is also how a dead
+    /// connection is noticed) and sleeps on `tiered-timer` until the time
+    /// of the baton it holds. Each due job wakes exactly one waiting
+    /// worker across all processes, which claims it in one script; a
+    /// worker that comes back for its next job within a few milliseconds
+    /// keeps the baton and claims the next job without waiting for one.
+    /// So a job costs one claim and one ack, and at most one `BZPOPMIN`,
+    /// however many workers wait.
+    ///
+    /// Cancel-safe: a job claimed for a call that was dropped goes to the
+    /// next call on this queue (or is released, see
+    /// [`prefetch`](Builder::prefetch)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the queue was [closed](Queue::close), at
+    /// once for a call that was waiting. [`Error::Timeout`] or
+    /// [`Error::Redis`] when a claim cannot reach Redis or no wake-up
+    /// connection can be opened; call again to go on waiting (the queue
+    /// reconnects by itself). [`Error::NotReplicated`] with
+    /// [`replicas`](Builder::replicas), for a claim that did not reach
+    /// them (the job was handed back).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::{JobId, Queue};
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// loop {
+    ///     let job = queue.next().await?;
+    ///     println!("{} (attempt {})", job.id(), job.attempt());
+    ///     job.ack().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn next(&self) -> Result<Job, Error> {
+        let mut jobs = self.take(1).await?;
+        Ok(jobs.pop().expect("a delivery holds at least one job"))
+    }
+
+    /// Waits until at least one job is due, then claims up to `max` due
+    /// jobs in one round trip and returns them, each under its own lease
+    /// with its own token and attempt (a `max` of 0 is taken as 1).
+    ///
+    /// As [`next`](Queue::next) otherwise: the jobs come in due order,
+    /// fewer than `max` if fewer are due at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`next`](Queue::next).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// for job in queue.next_batch(100).await? {
+    ///     // ... work on each ...
+    ///     job.ack().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn next_batch(&self, max: usize) -> Result<Vec<Job>, Error> {
+        self.take(max.max(1)).await
+    }
+
+    async fn take(&self, max: usize) -> Result<Vec<Job>, Error> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let claimed = match &self.inner.backend {
+            #[cfg(feature = "redis")]
+            Backend::Redis(redis) => redis.wake.wait(max).await?,
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.wait(&self.inner, max).await?,
+        };
+        let jobs: Vec<Job> = claimed
+            .into_iter()
+            .map(|c| Job::handed_out(&self.inner, c))
+            .collect();
+        if self.is_closed() {
+            // Closed while the claim was in flight: dropped after close,
+            // the jobs are released.
+            drop(jobs);
+            return Err(Error::Closed);
+        }
+        Ok(jobs)
+    }
+}
+
+/// Jobs to ack together: one queue handle's, one partition's, as (id,
+/// token).
+type AckGroup = (Arc<Inner>, u32, Vec<(JobId, String)>);
+
+/// When a job is due.
+#[derive(Clone, Copy)]
+enum Due {
+    After(Duration),
+    At(SystemTime),
+}
+
+impl Inner {
+    /// The Redis backend's state. Only Redis code paths call it: every
+    /// public method dispatches on [`Inner::local`] first.
+    #[cfg(feature = "redis")]
+    #[track_caller]
+    pub(crate) fn redis(&self) -> &RedisPart {
+        match &self.backend {
+            Backend::Redis(redis) => redis,
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(_) => unreachable!("a Redis call on an embedded queue"),
+        }
+    }
+
+    /// The embedded backend's state, if this queue is on it.
+    #[cfg(feature = "embedded")]
+    pub(crate) fn local(&self) -> Option<&crate::embedded::queue::Local> {
+        match &self.backend {
+            Backend::Embedded(local) => Some(local),
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => None,
+        }
+    }
+
+    /// Whether this queue is on Redis.
+    #[cfg(feature = "redis")]
+    pub(crate) fn is_redis(&self) -> bool {
+        match &self.backend {
+            Backend::Redis(_) => true,
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(_) => false,
+        }
+    }
+
+    /// `"redis"` or `"embedded"`.
+    fn backend_name(&self) -> &'static str {
+        match &self.backend {
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => "redis",
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(_) => "embedded",
+        }
+    }
+
+    /// The lease a claim grants.
+    #[cfg(feature = "embedded")]
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    #[cfg(feature = "redis")]
+    pub(crate) fn keys_of(&self, id: &JobId) -> &Keys {
+        let p = partition_of(id.as_str(), self.redis().partitions.len() as u32);
+        &self.redis().partitions[p as usize]
+    }
+
+    /// Checks a job; returns how its due time goes to the scripts: a
+    /// delay (`d`) or an absolute due time (`a`), in ms.
+    fn checked_due(
+        &self,
+        id: &JobId,
+        due: Due,
+        payload: &[u8],
+    ) -> Result<(&'static str, u64), Error> {
+        check_job_id(id.as_str())?;
+        if payload.len() > self.max_payload {
+            return Err(Error::PayloadTooLarge {
+                len: payload.len(),
+                limit: self.max_payload,
+            });
+        }
+        let (mode, value) = match due {
+            Due::After(delay) => ("d", millis_up(delay)),
+            Due::At(at) => (
+                "a",
+                at.duration_since(SystemTime::UNIX_EPOCH)
+                    .map(millis_up)
+                    .map_err(|_| Error::InvalidDeadline)?,
+            ),
+        };
+        // A delay is added to Redis' now (about 2^40.6 ms today): keep the
+        // sum under 2^52 with a margin of centuries.
+        let limit = if mode == "d" {
+            MAX_DEADLINE_MS / 2
+        } else {
+            MAX_DEADLINE_MS
+        };
+        if value > limit {
+            return Err(Error::InvalidDeadline);
+        }
+        Ok((mode, value))
+    }
+
+    /// Checks every job, then schedules them in chunks of one partition,
+    /// one script each (see [`Queue::schedule_many`]). `delays`: every
+    /// job's due time is a [`Due::After`], else a [`Due::At`]. Returns the
+    /// ids in order and how many jobs were new.
+    async fn schedule_chunks(
+        &self,
+        jobs: impl Iterator<Item = (JobId, Due, Vec<u8>)>,
+        delays: bool,
+    ) -> Result<(Vec<JobId>, usize), Error> {
+        match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => {
+                let mut checked = Vec::new();
+                for (id, due, payload) in jobs {
+                    let (_, value) = self.checked_due(&id, due, &payload)?;
+                    checked.push((id, value, payload));
+                }
+                let written = local.schedule_chunks(&checked, delays).await?;
+                Ok((checked.into_iter().map(|(id, _, _)| id).collect(), written))
+            }
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let n = self.redis().partitions.len() as u32;
+                let mut ids = Vec::new();
+                let mut by_partition: Vec<Vec<(usize, u64, Vec<u8>)>> =
+                    vec![Vec::new(); n as usize];
+                for (id, due, payload) in jobs {
+                    let (_, value) = self.checked_due(&id, due, &payload)?;
+                    by_partition[partition_of(id.as_str(), n) as usize].push((
+                        ids.len(),
+                        value,
+                        payload,
+                    ));
+                    ids.push(id);
+                }
+                // One "now" per clock: on a single Redis every chunk counts its
+                // delays from the first script's `TIME`; on a cluster, each
+                // partition from its own node's (the clock that decides when its
+                // jobs are due).
+                let one_clock = self.redis().conn.is_single();
+                let mode = if delays { "d" } else { "a" };
+                let mut base: Option<u64> = None;
+                let mut written = 0;
+                for (keys, jobs) in self.redis().partitions.iter().zip(by_partition) {
+                    if !one_clock {
+                        base = None;
+                    }
+                    let mut jobs = jobs.into_iter().peekable();
+                    while jobs.peek().is_some() {
+                        let base_arg = base.map_or_else(Vec::new, |ms| arg(&ms.to_string()));
+                        let mut args = vec![arg(mode), base_arg];
+                        let mut bytes = 0;
+                        for (index, value, payload) in jobs.by_ref() {
+                            bytes += payload.len();
+                            args.extend([
+                                arg(ids[index].as_str()),
+                                arg(&value.to_string()),
+                                payload,
+                            ]);
+                            if args.len() >= 2 + 3 * CHUNK_JOBS || bytes >= CHUNK_BYTES {
+                                break;
+                            }
+                        }
+                        let (new, used_base): (usize, u64) = self
+                            .eval(&scripts::SCHEDULE_MANY_SCRIPT, keys, args)
+                            .await?;
+                        written += new;
+                        base.get_or_insert(used_base);
+                    }
+                }
+                if !ids.is_empty() {
+                    self.register().await;
+                }
+                Ok((ids, written))
+            }
+        }
+    }
+
+    /// Runs the ack script (fenced by the token only; see
+    /// [`Job::ack`]).
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
+    pub(crate) async fn ack(&self, partition: u32, id: &JobId, token: &str) -> Result<bool, Error> {
+        match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.ack(id, token).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let keys = &self.redis().partitions[partition as usize];
+                let done: i64 = self
+                    .eval(
+                        &scripts::ACK_SCRIPT,
+                        keys,
+                        vec![arg(id.as_str()), arg(token)],
+                    )
+                    .await?;
+                Ok(done == 1)
+            }
+        }
+    }
+
+    /// Runs the retry script: 1 rescheduled, 2 buried (it was the last
+    /// attempt), 0 lease lost.
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
+    pub(crate) async fn retry(
+        &self,
+        partition: u32,
+        id: &JobId,
+        token: &str,
+        delay: Duration,
+    ) -> Result<i64, Error> {
+        let delay = millis_up(delay);
+        if delay > MAX_DEADLINE_MS / 2 {
+            return Err(Error::InvalidDeadline);
+        }
+        let done = match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.retry(id, token, delay, self.max_attempts).await?,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.retry_redis(partition, id, token, delay).await?,
+        };
+        if done == 2 {
+            tracing::warn!(queue = %self.name, job = %id, attempts = self.max_attempts, "job moved to the dead letters: retried on its last attempt");
+            crate::metrics::dead_lettered(&self.name);
+        }
+        Ok(done)
+    }
+
+    #[cfg(feature = "redis")]
+    async fn retry_redis(
+        &self,
+        partition: u32,
+        id: &JobId,
+        token: &str,
+        delay: u64,
+    ) -> Result<i64, Error> {
+        let keys = &self.redis().partitions[partition as usize];
+        let done: i64 = self
+            .eval(
+                &scripts::RETRY_SCRIPT,
+                keys,
+                vec![
+                    arg(id.as_str()),
+                    arg(token),
+                    arg(&delay.to_string()),
+                    arg(&self.max_attempts.to_string()),
+                ],
+            )
+            .await?;
+        Ok(done)
+    }
+
+    /// The queue's name, for events.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// One more (`+1`) or one fewer (`-1`) job out.
+    pub(crate) fn held_changed(&self, by: isize) {
+        self.held.send_modify(|n| *n = n.saturating_add_signed(by));
+    }
+
+    /// Renews a lease (see [`Job::extend_lease`]); `false` if it was lost.
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
+    pub(crate) async fn extend(
+        &self,
+        partition: u32,
+        id: &JobId,
+        token: &str,
+        lease_ms: u64,
+    ) -> Result<bool, Error> {
+        match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => Ok(local.extend(id, token, lease_ms)),
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let keys = &self.redis().partitions[partition as usize];
+                let expiry: i64 = self
+                    .eval(
+                        &scripts::EXTEND_SCRIPT,
+                        keys,
+                        vec![arg(id.as_str()), arg(token), arg(&lease_ms.to_string())],
+                    )
+                    .await?;
+                Ok(expiry != 0)
+            }
+        }
+    }
+
+    /// Hands a held job back (see [`Job::release`]); `false` if the lease
+    /// was lost.
+    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
+    pub(crate) async fn release(
+        &self,
+        partition: u32,
+        id: &JobId,
+        token: &str,
+    ) -> Result<bool, Error> {
+        match &self.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.release(id, token).await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => {
+                let keys = &self.redis().partitions[partition as usize];
+                let done: i64 = self
+                    .eval(
+                        &scripts::RELEASE_SCRIPT,
+                        keys,
+                        vec![arg(id.as_str()), arg(token)],
+                    )
+                    .await?;
+                Ok(done == 1)
+            }
+        }
+    }
+
+    /// Runs a script on a partition's keys, within the command timeout;
+    /// a write is followed by `WAIT` if the queue asks for replicas.
+    #[cfg(feature = "redis")]
+    pub(crate) async fn eval<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &Keys,
+        args: Vec<Vec<u8>>,
+    ) -> Result<T, Error> {
+        let write = !scripts::is_read_only(script);
+        self.redis()
+            .conn
+            .eval(script, &keys.ordered, args, write)
+            .await
+    }
+
+    /// Runs one plain command within the command timeout.
+    #[cfg(feature = "redis")]
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, Error> {
+        self.redis().conn.query(cmd).await
+    }
+}
+
+/// Records the queue's partition count in the registry ([`QUEUES`]) at its
+/// first connect, or checks this handle's against the recorded one.
+#[cfg(feature = "redis")]
+async fn check_partitions(
+    conn: &Conn,
+    name: &str,
+    partitions: u32,
+    register: bool,
+) -> Result<(), Error> {
+    let recorded: Option<u32> = if register {
+        let recorded: u32 = conn
+            .eval(
+                &scripts::RECORD_PARTITIONS_SCRIPT,
+                &[QUEUES.to_owned()],
+                vec![arg(name), arg(&partitions.to_string())],
+                false,
+            )
+            .await?;
+        Some(recorded)
+    } else {
+        conn.query(redis::cmd("HGET").arg(QUEUES).arg(name)).await?
+    };
+    if recorded.is_none_or(|recorded| recorded == partitions) {
+        Ok(())
+    } else {
+        Err(Error::PartitionMismatch {
+            queue: name.to_owned(),
+            recorded: recorded.unwrap_or(partitions),
+            configured: partitions,
+        })
+    }
+}
+
+#[cfg(feature = "redis")]
+pub(crate) fn parse<T: FromRedisValue>(value: Option<Value>) -> Result<T, Error> {
+    let value = value.unwrap_or(Value::Nil);
+    redis::from_redis_value(value).map_err(|e| Error::Redis(e.into()))
+}
+
+#[cfg(feature = "redis")]
+pub(crate) fn arg(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+/// A duration in whole milliseconds, rounded up (never early).
+pub(crate) fn millis_up(d: Duration) -> u64 {
+    let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+/// 128 random bits as 32 hex digits: a job id or a lease token. Random
+/// keys per process (std's `RandomState`, seeded by the OS) hashing a
+/// process-wide counter.
+pub(crate) fn random_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut first = RandomState::new().build_hasher();
+    first.write_u64(n);
+    let a = first.finish();
+    let mut second = RandomState::new().build_hasher();
+    second.write_u64(n);
+    second.write_u64(a);
+    format!("{a:016x}{:016x}", second.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_round_up() {
+        assert_eq!(millis_up(Duration::ZERO), 0);
+        assert_eq!(millis_up(Duration::from_micros(1)), 1);
+        assert_eq!(millis_up(Duration::from_millis(5)), 5);
+        assert_eq!(millis_up(Duration::from_micros(5001)), 6);
+        assert_eq!(millis_up(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn random_ids_differ() {
+        let ids: std::collections::HashSet<String> = (0..10_000).map(|_| random_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(ids.iter().all(|id| id.len() == 32));
+    }
+}

@@ -1,0 +1,183 @@
+//! The embedded backend's own rules, through the public API (its crash,
+//! full-disk and corruption tests are in `src/embedded/tests.rs`): one
+//! process per store, Redis-only settings refused, `file://` URLs, jobs
+//! kept across a reopen.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::backend::TempDir;
+use tiered_timer_jobs::{Error, Queue};
+
+fn url(dir: &TempDir) -> String {
+    format!("file://{}", dir.0.display())
+}
+
+/// Run in a child process by `a_second_process_gets_the_lock_error`.
+#[tokio::test]
+async fn child_opens_the_store() {
+    let Ok(url) = std::env::var("TTJ_CHILD_URL") else {
+        return; // only in the child
+    };
+    match Queue::connect(&url, "orders").await {
+        Err(Error::Locked { path }) => println!("LOCKED {}", path.display()),
+        Err(other) => println!("ERROR {other}"),
+        Ok(_) => println!("OPENED"),
+    }
+}
+
+#[tokio::test]
+async fn a_second_process_gets_the_lock_error() {
+    let dir = TempDir::new("lock");
+    let queue = Queue::connect(&url(&dir), "orders").await.unwrap();
+    let child = |url: String| {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_opens_the_store", "--nocapture"])
+            .env("TTJ_CHILD_URL", url)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let seen = child(url(&dir));
+    assert!(seen.contains("LOCKED"), "the second process got: {seen}");
+    // A second handle in this process shares the store instead.
+    let other = Queue::connect(&url(&dir), "orders").await.unwrap();
+    let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
+    assert_eq!(other.next().await.unwrap().id(), &id);
+    drop((queue, other));
+    // Once every handle is gone the lock is free.
+    let mut seen = String::new();
+    for _ in 0..50 {
+        seen = child(url(&dir));
+        if seen.contains("OPENED") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(seen.contains("OPENED"), "after close: {seen}");
+}
+
+#[tokio::test]
+async fn redis_only_settings_are_refused_where_they_would_change_meaning() {
+    let dir = TempDir::new("settings");
+    let url = url(&dir);
+    for (builder, setting) in [
+        (Queue::builder(&url, "q").partitions(4), "partitions"),
+        (Queue::builder(&url, "q").cluster(), "cluster"),
+        (Queue::builder(&url, "q").replicas(1), "replicas"),
+    ] {
+        match builder.connect().await {
+            Err(Error::Unsupported {
+                setting: s,
+                backend: "embedded",
+            }) => assert_eq!(s, setting),
+            other => panic!("{setting}: expected Unsupported, got {other:?}"),
+        }
+    }
+    // Looking (`register(false)`, as `ttr` does) creates no queue.
+    match Queue::builder(&url, "q").register(false).connect().await {
+        Err(Error::Io { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound)
+        }
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert!(
+        tiered_timer_jobs::find_queues(&url, false, Duration::from_secs(1))
+            .await
+            .map_or(true, |found| found.is_empty())
+    );
+    // Those that change nothing here are accepted.
+    Queue::builder(&url, "q")
+        .partitions(1)
+        .prefetch(10)
+        .health_check(Duration::from_secs(1))
+        .command_timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .unwrap();
+    Queue::builder(&url, "q")
+        .register(false)
+        .connect()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn file_urls_and_queue_names_are_checked() {
+    for bad in ["file://", "redis-or-file:///x"] {
+        assert!(
+            matches!(
+                Queue::connect(bad, "q").await,
+                Err(Error::InvalidUrl { .. })
+            ),
+            "{bad}"
+        );
+    }
+    let dir = TempDir::new("names");
+    for bad in ["a/b", "..", "."] {
+        assert!(
+            matches!(
+                Queue::connect(&url(&dir), bad).await,
+                Err(Error::InvalidQueueName { .. })
+            ),
+            "{bad}"
+        );
+    }
+    // file://localhost/abs is the same directory as file:///abs.
+    let local = format!("file://localhost{}", dir.0.display());
+    let a = Queue::connect(&local, "q").await.unwrap();
+    let b = Queue::connect(&url(&dir), "q").await.unwrap();
+    a.schedule(Duration::from_secs(60), b"x".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(b.pending().await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn jobs_outlive_every_handle() {
+    let dir = TempDir::new("reopen");
+    let queue = Queue::builder(&url(&dir), "orders")
+        .lease(Duration::from_secs(60))
+        .connect()
+        .await
+        .unwrap();
+    let kept = queue
+        .schedule_with_id("kept", Duration::from_millis(50), b"k".to_vec())
+        .await
+        .unwrap();
+    let acked = queue
+        .schedule_with_id("acked", Duration::ZERO, b"a".to_vec())
+        .await
+        .unwrap();
+    let job = queue.next().await.unwrap();
+    assert_eq!(job.id(), &acked);
+    job.ack().await.unwrap();
+    let leased = queue
+        .schedule_with_id("leased", Duration::ZERO, b"l".to_vec())
+        .await
+        .unwrap();
+    let job = queue.next().await.unwrap();
+    assert_eq!(job.id(), &leased);
+    // Every handle gone with a job held (as when its process dies): the
+    // store closes.
+    drop((job, queue));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let queue = Queue::connect(&url(&dir), "orders").await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let job = tokio::time::timeout(Duration::from_secs(10), queue.next())
+            .await
+            .unwrap()
+            .unwrap();
+        seen.push((job.id().clone(), job.attempt()));
+        job.ack().await.unwrap();
+    }
+    seen.sort();
+    // Leases do not outlive the store's opening: the held job is due
+    // again at once on reopen, its attempt counted.
+    assert_eq!(seen, [(kept, 1), (leased, 2)]);
+    assert_eq!(queue.stats().await.unwrap().pending, 0);
+}
