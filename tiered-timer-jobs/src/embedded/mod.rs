@@ -12,7 +12,10 @@
 //!   A change is durable before the call that made it returns: records go
 //!   to disk in frames, one `pwrite` and one `fdatasync` for all the calls
 //!   that came meanwhile (group commit, on a thread of the queue's own:
-//!   `store.rs`).
+//!   `store.rs`). The exception is a claim, which hands its jobs out
+//!   before its frame is synced: a crash then takes the worker with it,
+//!   and the job is waiting again when the store reopens, that attempt
+//!   not counted (see `store.rs`).
 //! * In memory, an **index** per queue (`index.rs`): per job 48 bytes
 //!   saying where its id and payload are in the log, its due time,
 //!   attempts and state; the id table; and `tiered_timer`'s pure wheel
