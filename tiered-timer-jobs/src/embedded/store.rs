@@ -367,6 +367,13 @@ impl QueueLog {
         &self.shared.path
     }
 
+    /// Where the log's synced part ends: what a power cut now would leave
+    /// (tests).
+    #[cfg(test)]
+    pub(crate) fn durable_end(&self) -> u64 {
+        self.shared.lock().end
+    }
+
     /// Lowers the log length at which compaction is considered (tests).
     #[cfg(test)]
     pub(crate) fn set_compact_min(&self, bytes: u64) {

@@ -399,8 +399,9 @@ async fn reopening_replays_everything() {
 /// job was due when the store opened (a dead process may have handed it
 /// out uncounted): then only once the claim is on disk. So a job whose
 /// work kills the process at once is counted each time and dies after
-/// `max_attempts`, never loops. Each "crash" here is a copy of the log
-/// taken as the claim returns: what a SIGKILL at that instant leaves.
+/// `max_attempts`, never loops. Each "crash" here is a copy of the log's
+/// synced part taken as the claim returns: what a power cut (or a SIGKILL
+/// before the committer's write) at that instant leaves.
 #[tokio::test]
 async fn a_job_that_kills_the_process_at_once_runs_out_of_attempts() {
     let mut dir = TempDir::new("poison");
@@ -414,8 +415,10 @@ async fn a_job_that_kills_the_process_at_once_runs_out_of_attempts() {
         let log = open(&dir).await;
         let job = next_with(&log, LEASE, 3).await;
         assert_eq!((job.id.as_str(), job.attempt), ("poison", attempt));
+        let synced = log.durable_end() as usize;
         let crashed = TempDir::new("poison");
-        std::fs::copy(log.path(), crashed.path().join("orders.log")).unwrap();
+        let bytes = std::fs::read(log.path()).unwrap();
+        std::fs::write(crashed.path().join("orders.log"), &bytes[..synced]).unwrap();
         close(log);
         dir = crashed;
         tokio::time::sleep(Duration::from_millis(2)).await;
