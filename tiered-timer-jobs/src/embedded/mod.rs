@@ -27,9 +27,10 @@
 //!   cut off; any other damage is an error naming the file and the byte
 //!   offset. When most of a log is garbage, compaction rewrites the live
 //!   jobs to a new file and renames it into place.
-//! * One task per open queue, the driver (`driver.rs`), sleeps on
-//!   `tiered-timer` until the next job comes due and wakes one waiting
-//!   claim per due job.
+//! * One thread per open queue, the driver (`driver.rs`), sleeps (a
+//!   timed wait on a condition variable, finer than a runtime's
+//!   millisecond timer) until the next job comes due and wakes one
+//!   waiting claim per due job.
 //!
 //! The operations (`ops.rs`) are those of the Redis scripts, one for one,
 //! with the same answers: the `Queue` on either backend keeps one

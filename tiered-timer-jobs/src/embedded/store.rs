@@ -258,9 +258,11 @@ pub(crate) struct Shared {
     work: Condvar,
     /// Jobs may have become claimable: wakes waiting claims.
     pub(crate) claimable: Notify,
-    /// Something may now be due sooner than the driver sleeps for.
-    pub(crate) sooner: Notify,
-    /// Whether a driver task runs (see [`QueueLog::ensure_driver`]).
+    /// Something may now be due sooner than the driver sleeps for (the
+    /// driver waits on it with the lock: see `driver.rs`).
+    pub(crate) sooner: Condvar,
+    /// Whether the driver thread was started (see
+    /// [`QueueLog::ensure_driver`]).
     pub(crate) driver: AtomicBool,
 }
 
@@ -331,7 +333,7 @@ impl QueueLog {
             }),
             work: Condvar::new(),
             claimable: Notify::new(),
-            sooner: Notify::new(),
+            sooner: Condvar::new(),
             driver: AtomicBool::new(false),
         });
         let committer = {
@@ -353,8 +355,7 @@ impl QueueLog {
         Ok((log, committer))
     }
 
-    /// Starts the driver on the current runtime unless one runs (the
-    /// runtime that ran the last one may have shut down).
+    /// Starts the driver thread unless it was started.
     pub(crate) fn ensure_driver(&self) {
         if !self.shared.driver.swap(true, Ordering::SeqCst) {
             super::driver::spawn(&self.shared);
