@@ -698,6 +698,28 @@ impl Index {
         Ok((written, base))
     }
 
+    /// The view of a job just scheduled (or replayed from its `New`
+    /// record): waiting, never delivered, its id and payload at `data` in
+    /// the log.
+    fn new_waiting(&self, id: &[u8], data: u64, due: u64, gen: u32, payload_len: usize) -> View {
+        View {
+            slot: Slot {
+                hash: self.hash(id),
+                data,
+                due,
+                gen,
+                attempts: 0,
+                payload_len: payload_len as u32,
+                timer: NONE,
+                id_len: id.len() as u16,
+                state: State::Waiting,
+            },
+            lease: None,
+            died_at: None,
+            error: None,
+        }
+    }
+
     /// A new waiting job, in a free slot.
     fn add(&mut self, batch: &mut Batch, id: &[u8], due: u64, payload: &[u8]) {
         let slot = match self.free.last() {
@@ -718,22 +740,7 @@ impl Index {
             payload,
         }
         .encode(&mut batch.frame);
-        let view = View {
-            slot: Slot {
-                hash: self.hash(id),
-                data,
-                due,
-                gen,
-                attempts: 0,
-                payload_len: payload.len() as u32,
-                timer: NONE,
-                id_len: id.len() as u16,
-                state: State::Waiting,
-            },
-            lease: None,
-            died_at: None,
-            error: None,
-        };
+        let view = self.new_waiting(id, data, due, gen, payload.len());
         self.change(batch, slot, view);
     }
 
@@ -1297,22 +1304,7 @@ impl Index {
                 if self.view(slot).slot.state != State::Free {
                     return Err(format!("a new job in slot {slot}, which is taken"));
                 }
-                let view = View {
-                    slot: Slot {
-                        hash: self.hash(id),
-                        data,
-                        due,
-                        gen,
-                        attempts: 0,
-                        payload_len: payload.len() as u32,
-                        timer: NONE,
-                        id_len: id.len() as u16,
-                        state: State::Waiting,
-                    },
-                    lease: None,
-                    died_at: None,
-                    error: None,
-                };
+                let view = self.new_waiting(id, data, due, gen, payload.len());
                 self.put(slot, view);
             }
             Record::Wait {
