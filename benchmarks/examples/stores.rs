@@ -12,6 +12,7 @@
 //! ```sh
 //! cargo run --release -p tiered-timer-benchmarks --example stores
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release -p tiered-timer-benchmarks --example stores
+//! TTJ_BENCH_ONLY=lateness cargo run --release -p tiered-timer-benchmarks --example stores
 //! ```
 //!
 //! The embedded store is in a fresh directory under the system's
@@ -298,6 +299,17 @@ async fn main() {
     let n_reopen = env("TTJ_BENCH_REOPEN", 1_000_000);
     let own_redis = std::env::var("REDIS_URL").is_err();
     eprintln!("load average before: {}", load());
+    if std::env::var("TTJ_BENCH_ONLY").as_deref() == Ok("lateness") {
+        // The embedded store's lateness alone (quick, for its p99).
+        let dir = Dir::new("late");
+        let (p50, p99, max, early) = lateness(&dir.url(), "late", secs).await;
+        println!(
+            "embedded lateness at 1 000 jobs/s, {secs} s: p50 {p50:.2} / p99 {p99:.2} / \
+             max {max:.2} ms, {early} early; load average after: {}",
+            load()
+        );
+        return;
+    }
 
     let dir = Dir::new("one");
     let e_one = one_by_one(&dir.url(), "one", one).await;

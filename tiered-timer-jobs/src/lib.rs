@@ -173,7 +173,14 @@
 //! write is cut off on open; other damage is [`Error::Corrupt`] with the
 //! file and offset; a full disk is [`Error::DiskFull`], nothing written.
 //! Leases are not logged: on open, every job that was leased is due again,
-//! its delivery counted. [`Builder::partitions`], [`Builder::cluster`] and
+//! its delivery counted. A claim is the one call that does not wait for
+//! its `fdatasync`: the job reaches its worker as soon as the claim is in
+//! the log's next write (the sync is most of the lateness), which is safe
+//! because a crash before that sync takes the worker with it; the job is
+//! then due again on open, that one delivery not counted. A job that was
+//! due when the store opened is handed out only once its claim is synced,
+//! so a job whose work kills the process at once still reaches
+//! [`Builder::max_attempts`]. [`Builder::partitions`], [`Builder::cluster`] and
 //! [`Builder::replicas`] are Redis' ([`Error::Unsupported`] here).
 //!
 //! # Tracing

@@ -7,7 +7,7 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use support::{eventually, RedisServer};
+use support::RedisServer;
 use tiered_timer_jobs::{Error, JobId, Queue};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -231,51 +231,6 @@ async fn close_releases_prefetched_jobs() {
     queue.shutdown().await; // waits for the releases
     assert_eq!(queue.leased().await.unwrap(), 0);
     assert_eq!(queue.pending().await.unwrap(), 5);
-}
-
-// A `next` given up on (a timeout around it) strands nothing: a job
-// claimed for it goes to the next call. 150 jobs due over a second, one
-// worker that gives up on `next` after a random few milliseconds; every
-// job is delivered once, long before the 30 s lease could bring back a
-// stranded one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropped_next_calls_strand_nothing() {
-    let server = RedisServer::start();
-    let queue = Queue::builder(&server.url(), "orders")
-        .lease(Duration::from_secs(30))
-        .connect()
-        .await
-        .unwrap();
-    let ids: HashSet<JobId> = queue
-        .schedule_many((0..150u64).map(|i| (Duration::from_millis(i * 7), format!("{i}"))))
-        .await
-        .unwrap()
-        .into_iter()
-        .collect();
-    let mut seen = HashSet::new();
-    let mut n: u64 = 1;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while seen.len() < ids.len() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} of 150",
-            seen.len()
-        );
-        n = n
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let patience = Duration::from_micros(200 + (n >> 33) % 3000);
-        if let Ok(job) = tokio::time::timeout(patience, queue.next()).await {
-            let job = job.unwrap();
-            assert!(seen.insert(job.id().clone()), "{} twice", job.id());
-            job.ack().await.unwrap();
-        }
-    }
-    assert_eq!(seen, ids);
-    eventually("nothing leased", WAIT, || async {
-        queue.leased().await.unwrap() == 0
-    })
-    .await;
 }
 
 #[tokio::test]

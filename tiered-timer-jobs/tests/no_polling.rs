@@ -141,3 +141,43 @@ async fn a_waiting_worker_wakes_for_a_lease_that_runs_out() {
     drop(held);
     job.ack().await.unwrap();
 }
+
+/// A handle whose worker is busy (or gone) never claims jobs nobody asked
+/// for: due jobs left alone stay waiting, however long. (The watch baton
+/// its waker holds checks the chain; it used to claim with it and keep
+/// the jobs leased in a buffer, so `stats` showed them leased by nobody.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_that_does_not_ask_claims_nothing() {
+    let server = RedisServer::start();
+    let queue = Queue::connect(&server.url(), "unasked").await.unwrap();
+    for _ in 0..2 {
+        queue
+            .schedule(Duration::ZERO, b"first".to_vec())
+            .await
+            .unwrap();
+        let job = queue.next().await.unwrap();
+        job.bury("done with").await.unwrap();
+    }
+    queue
+        .schedule(Duration::ZERO, b"held".to_vec())
+        .await
+        .unwrap();
+    let held = queue.next().await.unwrap();
+    // Due now, and nobody calls `next` again.
+    for _ in 0..2 {
+        queue
+            .schedule(Duration::ZERO, b"left".to_vec())
+            .await
+            .unwrap();
+    }
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let stats = queue.stats().await.unwrap();
+        assert_eq!(
+            (stats.pending, stats.leased),
+            (2, 1),
+            "due jobs claimed although no `next` asked for them"
+        );
+    }
+    held.ack().await.unwrap();
+}

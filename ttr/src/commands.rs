@@ -39,7 +39,10 @@ pub(crate) async fn run(
     match command {
         Command::Stats { watch: None, .. } => {
             let stats = queue.stats().await.map_err(fail)?;
-            out.print(|| show_stats(&name, &stats), || stats_json(&name, &stats));
+            out.print(
+                || show_stats(&name, &stats, clock_name(&redis.url)),
+                || stats_json(&name, &stats),
+            );
         }
         Command::Stats {
             watch: Some(every), ..
@@ -208,7 +211,7 @@ async fn watch(
             writeln!(
                 stdout,
                 "{head}{}(every {}; Ctrl-C stops)",
-                show_stats(&name, &stats),
+                show_stats(&name, &stats, clock_name(&redis.url)),
                 human::duration(every)
             )
         };
@@ -253,7 +256,9 @@ pub(crate) async fn queues(redis: &RedisArgs, out: Output) -> Result<(), Failure
     }
     out.print(
         || {
-            if found.is_empty() {
+            if found.is_empty() && redis.url.starts_with("file://") {
+                "no queues found in this store\n".to_owned()
+            } else if found.is_empty() {
                 "no queues found on this Redis\n".to_owned()
             } else {
                 table(&rows, &[false, true, true, true, true, true, true, true])
@@ -367,11 +372,22 @@ pub(crate) fn relative(to: SystemTime, from: SystemTime) -> String {
     }
 }
 
-pub(crate) fn show_stats(name: &str, stats: &Stats) -> String {
+/// Whose clock a queue's times are by: Redis' `TIME`, or on an embedded
+/// store (`file://`) the host's wall clock.
+pub(crate) fn clock_name(url: &str) -> &'static str {
+    if url.starts_with("file://") {
+        "host time"
+    } else {
+        "Redis time"
+    }
+}
+
+/// The stats as text; `clock` says whose clock "now" is ([`clock_name`]).
+pub(crate) fn show_stats(name: &str, stats: &Stats, clock: &str) -> String {
     let n = stats.partitions.len();
     let now = stats.redis_time;
     let mut out = format!(
-        "queue {name} ({n} partition{}), Redis time {}\n\n",
+        "queue {name} ({n} partition{}), {clock} {}\n\n",
         if n == 1 { "" } else { "s" },
         human::utc(now)
     );

@@ -716,6 +716,11 @@ async fn on_an_embedded_store() {
         (1, 1),
         "{text}"
     );
+    // Its clock is the host's, not Redis'.
+    assert!(
+        text.starts_with("queue orders (1 partition), host time 20"),
+        "{text}"
+    );
 
     let queues = stdout(&ttr(&["--url", &url, "queues"]));
     assert!(queues.lines().any(|l| l.starts_with("orders ")), "{queues}");

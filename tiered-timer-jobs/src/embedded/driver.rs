@@ -1,6 +1,6 @@
-//! The driver: one task per open queue log that sleeps on `tiered-timer`
-//! until the index's next event (a job coming due, a lease running out)
-//! and then wakes one waiting claim per job that became claimable.
+//! The driver: one thread per open queue log that sleeps until the
+//! index's next event (a job coming due, a lease running out) and then
+//! wakes one waiting claim per job that became claimable.
 //!
 //! Ground rules:
 //!
@@ -10,14 +10,21 @@
 //!   clock that steps back makes it look again before anything is due
 //!   (never early); one that steps forward is noticed within
 //!   [`MAX_SLEEP`].
+//! * It sleeps on a condition variable of the queue's lock
+//!   (`Shared::sooner`), not on a runtime's timer: tokio's timer (and so
+//!   `tiered-timer`'s driver) wakes on whole milliseconds, rounded up,
+//!   which would add half a millisecond to every job's lateness on
+//!   average; a timed wait on the condition variable wakes within tens
+//!   of microseconds. Being a thread, it does not depend on any runtime
+//!   staying up.
 //! * Anything that makes an event sooner than the driver's wake-up (a
-//!   schedule due now, a release) pokes it (`Shared::sooner`, a
-//!   `Notify` that keeps one permit, so a poke between its look and its
-//!   sleep is not lost).
+//!   schedule due now, a release) pokes it (`Shared::sooner`), after
+//!   releasing the lock; the driver decides and waits under the lock, so
+//!   a poke is never lost between its look and its sleep.
 //! * It wakes claims with no lock held: one `notify_one` per job that
 //!   became claimable, so each due job wakes one waiting worker however
 //!   many wait. A claim that leaves due jobs behind passes one wake-up on.
-//! * It holds the log weakly and ends when the last handle is dropped.
+//! * It ends when the last handle is dropped (`closing`).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -27,64 +34,63 @@ use super::store::Shared;
 
 /// The longest the driver sleeps without looking at the wall clock again.
 pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(10);
+/// The shortest it sleeps when an event seems due but nothing came out
+/// (a coarse bucket whose start came first): no busy loop.
+const MIN_SLEEP: Duration = Duration::from_micros(50);
 /// The most wake-ups one look hands out (the rest of a backlog is claimed
 /// by workers that come back for more).
 const MAX_WAKES: usize = 1024;
 
-/// Starts the driver on the current runtime.
+/// Starts the driver thread (once per queue log: see
+/// `QueueLog::ensure_driver`).
 pub(crate) fn spawn(shared: &Arc<Shared>) {
     let weak = Arc::downgrade(shared);
-    tokio::spawn(drive(weak));
-}
-
-/// Marks the driver stopped when its task ends or is dropped (its
-/// runtime shut down), so that the next waiting claim starts another.
-struct Running(Weak<Shared>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(shared) = self.0.upgrade() {
-            shared
-                .driver
-                .store(false, std::sync::atomic::Ordering::SeqCst);
-        }
+    let started = std::thread::Builder::new()
+        .name("ttr-log-driver".to_owned())
+        .spawn(move || drive(&weak));
+    if let Err(error) = started {
+        tracing::warn!(%error, "could not start a job log's driver thread; the next call tries again");
+        shared
+            .driver
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
-async fn drive(weak: Weak<Shared>) {
-    let _running = Running(weak.clone());
+fn drive(weak: &Weak<Shared>) {
     // Holding the shared state does not keep the queue open: dropping its
     // last handle sets `closing` and pokes `sooner`.
     let Some(shared) = weak.upgrade() else {
         return;
     };
+    let mut state = shared.lock();
     loop {
-        let mut sooner = std::pin::pin!(shared.sooner.notified());
-        sooner.as_mut().enable();
+        if state.closing() {
+            return;
+        }
         let now = Now::wall();
-        let (woken, next) = {
-            let mut state = shared.lock();
-            if state.closing() {
-                return;
+        let before = state.index.claimable();
+        state.index.advance(now.floor);
+        let after = state.index.claimable();
+        let next = state.index.next_expiration();
+        state.driver_at = next.unwrap_or(u64::MAX);
+        let woken = after.saturating_sub(before).min(MAX_WAKES);
+        if woken > 0 {
+            drop(state);
+            for _ in 0..woken {
+                shared.claimable.notify_one();
             }
-            let before = state.index.claimable();
-            state.index.advance(now.floor);
-            let after = state.index.claimable();
-            let next = state.index.next_expiration();
-            state.driver_at = next.unwrap_or(u64::MAX);
-            (after.saturating_sub(before).min(MAX_WAKES), next)
-        };
-        for _ in 0..woken {
-            shared.claimable.notify_one();
+            state = shared.lock();
+            continue;
         }
         let wait = match next {
-            Some(at) => until(at).min(MAX_SLEEP),
+            Some(at) => until(at).clamp(MIN_SLEEP, MAX_SLEEP),
             None => MAX_SLEEP,
         };
-        tokio::select! {
-            () = tiered_timer::sleep(wait) => {}
-            () = sooner => {}
-        }
+        state = shared
+            .sooner
+            .wait_timeout(state, wait)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
 

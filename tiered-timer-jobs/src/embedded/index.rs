@@ -157,12 +157,25 @@ pub(crate) enum Undo {
     Lateness(usize),
 }
 
+/// A job a claim handed to its worker before the claim's frame was on
+/// disk (see `store.rs`): kept leased if that frame fails to write.
+#[derive(Debug)]
+pub(crate) struct Handed {
+    pub(crate) slot: u32,
+    /// Its view as the claim left it.
+    pub(crate) view: View,
+    /// The lateness sample the claim took (not for a redelivery).
+    pub(crate) lateness: Option<usize>,
+}
+
 /// The records and undo steps of the calls waiting for the next frame.
 #[derive(Debug)]
 pub(crate) struct Batch {
     /// The frame so far: room for its header, then its records.
     pub(crate) frame: Vec<u8>,
     pub(crate) undo: Vec<Undo>,
+    /// The jobs its claims handed out at once.
+    pub(crate) handed: Vec<Handed>,
     /// Where the frame will start in the file (see `store.rs`).
     pub(crate) base: u64,
 }
@@ -173,6 +186,7 @@ impl Batch {
         Batch {
             frame: vec![0; FRAME_HEADER],
             undo: Vec::new(),
+            handed: Vec::new(),
             base,
         }
     }
@@ -288,6 +302,10 @@ pub(crate) struct Index {
     /// Bytes of the log that live jobs need (their `New` records and a
     /// little for the rest), for compaction's garbage share.
     live_bytes: u64,
+    /// The wall clock when the store was opened (ms): a job due by then
+    /// may have been handed out by a process that died before its claim
+    /// was on disk, so its claims wait for their frame (see `store.rs`).
+    opened_at: u64,
 }
 
 impl std::fmt::Debug for Index {
@@ -329,6 +347,7 @@ impl Index {
             waiting: 0,
             next_token: ORPHAN + 1,
             live_bytes: 0,
+            opened_at: now,
         }
     }
 
@@ -470,6 +489,49 @@ impl Index {
     fn change(&mut self, batch: &mut Batch, slot: u32, view: View) {
         batch.undo.push(Undo::Slot(slot, self.view(slot)));
         self.put(slot, view);
+    }
+
+    /// When the index was made (the store opened), in ms.
+    pub(crate) fn opened_at(&self) -> u64 {
+        self.opened_at
+    }
+
+    /// Takes each handed-out job's present view if it is still under the
+    /// lease it was handed out with (a lease extended since): call before
+    /// [`undo`](Index::undo), then [`keep_handed`](Index::keep_handed).
+    pub(crate) fn refresh_handed(&self, handed: &mut [Handed]) {
+        for h in handed {
+            let now = self.view(h.slot);
+            let token = |v: &View| v.lease.map(|l| l.token);
+            if now.slot.state == State::Leased
+                && now.slot.gen == h.view.slot.gen
+                && token(&now) == token(&h.view)
+            {
+                h.view = now;
+            }
+        }
+    }
+
+    /// After a frame failed and its changes (and later ones) were taken
+    /// back: leases that claims handed out before that frame was written
+    /// stay, in memory, with their holders (a job whose `New` record was
+    /// taken back too is gone: its holder's ack finds no lease). Nothing
+    /// is logged for them: a crash makes them waiting again, as any claim
+    /// whose frame was not on disk.
+    pub(crate) fn keep_handed(&mut self, handed: Vec<Handed>) {
+        for h in handed {
+            let Some(&present) = self.slot(h.slot, h.view.slot.gen) else {
+                continue;
+            };
+            let mut view = h.view;
+            // Where its id and payload are now (compaction may have moved
+            // them since the claim).
+            view.slot.data = present.data;
+            self.put(h.slot, view);
+            if let Some(bucket) = h.lateness {
+                self.lateness[bucket] += 1;
+            }
+        }
     }
 
     /// Takes back a batch's changes, newest first.
@@ -636,6 +698,28 @@ impl Index {
         Ok((written, base))
     }
 
+    /// The view of a job just scheduled (or replayed from its `New`
+    /// record): waiting, never delivered, its id and payload at `data` in
+    /// the log.
+    fn new_waiting(&self, id: &[u8], data: u64, due: u64, gen: u32, payload_len: usize) -> View {
+        View {
+            slot: Slot {
+                hash: self.hash(id),
+                data,
+                due,
+                gen,
+                attempts: 0,
+                payload_len: payload_len as u32,
+                timer: NONE,
+                id_len: id.len() as u16,
+                state: State::Waiting,
+            },
+            lease: None,
+            died_at: None,
+            error: None,
+        }
+    }
+
     /// A new waiting job, in a free slot.
     fn add(&mut self, batch: &mut Batch, id: &[u8], due: u64, payload: &[u8]) {
         let slot = match self.free.last() {
@@ -656,22 +740,7 @@ impl Index {
             payload,
         }
         .encode(&mut batch.frame);
-        let view = View {
-            slot: Slot {
-                hash: self.hash(id),
-                data,
-                due,
-                gen,
-                attempts: 0,
-                payload_len: payload.len() as u32,
-                timer: NONE,
-                id_len: id.len() as u16,
-                state: State::Waiting,
-            },
-            lease: None,
-            died_at: None,
-            error: None,
-        };
+        let view = self.new_waiting(id, data, due, gen, payload.len());
         self.change(batch, slot, view);
     }
 
@@ -1235,22 +1304,7 @@ impl Index {
                 if self.view(slot).slot.state != State::Free {
                     return Err(format!("a new job in slot {slot}, which is taken"));
                 }
-                let view = View {
-                    slot: Slot {
-                        hash: self.hash(id),
-                        data,
-                        due,
-                        gen,
-                        attempts: 0,
-                        payload_len: payload.len() as u32,
-                        timer: NONE,
-                        id_len: id.len() as u16,
-                        state: State::Waiting,
-                    },
-                    lease: None,
-                    died_at: None,
-                    error: None,
-                };
+                let view = self.new_waiting(id, data, due, gen, payload.len());
                 self.put(slot, view);
             }
             Record::Wait {

@@ -12,7 +12,10 @@
 //!   A change is durable before the call that made it returns: records go
 //!   to disk in frames, one `pwrite` and one `fdatasync` for all the calls
 //!   that came meanwhile (group commit, on a thread of the queue's own:
-//!   `store.rs`).
+//!   `store.rs`). The exception is a claim, which hands its jobs out
+//!   before its frame is synced: a crash then takes the worker with it,
+//!   and the job is waiting again when the store reopens, that attempt
+//!   not counted (see `store.rs`).
 //! * In memory, an **index** per queue (`index.rs`): per job 48 bytes
 //!   saying where its id and payload are in the log, its due time,
 //!   attempts and state; the id table; and `tiered_timer`'s pure wheel
@@ -24,9 +27,10 @@
 //!   cut off; any other damage is an error naming the file and the byte
 //!   offset. When most of a log is garbage, compaction rewrites the live
 //!   jobs to a new file and renames it into place.
-//! * One task per open queue, the driver (`driver.rs`), sleeps on
-//!   `tiered-timer` until the next job comes due and wakes one waiting
-//!   claim per due job.
+//! * One thread per open queue, the driver (`driver.rs`), sleeps (a
+//!   timed wait on a condition variable, finer than a runtime's
+//!   millisecond timer) until the next job comes due and wakes one
+//!   waiting claim per due job.
 //!
 //! The operations (`ops.rs`) are those of the Redis scripts, one for one,
 //! with the same answers: the `Queue` on either backend keeps one

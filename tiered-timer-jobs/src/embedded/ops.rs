@@ -4,12 +4,16 @@
 //!
 //! Each change is one call of [`QueueLog::change`]: decided and applied to
 //! the index under the queue's lock, durable (in a group commit) before it
-//! returns. Ids and payloads come back from the log after the commit.
+//! returns. Ids and payloads come back from the log after the commit. A
+//! claim is the exception: it hands its jobs out at once, before its
+//! frame is on disk (see [`hand_out_now`]).
 
 use std::sync::Arc;
 
 use super::error::StoreError;
-use super::index::{Due, GaveUp, Numbers, State, Which, LATENESS};
+use super::index::{
+    lateness_bucket, Claim, Due, GaveUp, Handed, Index, Numbers, State, Which, LATENESS,
+};
 use super::store::{QueueLog, Read, ReadReq};
 
 /// A job a claim took, read back from the log.
@@ -113,7 +117,9 @@ impl QueueLog {
     }
 
     /// `claim.lua`: up to `n` jobs, leases that ran out first, each leased
-    /// for `lease_ms` with its own token; payloads read after the commit.
+    /// for `lease_ms` with its own token; handed out before the claim's
+    /// frame is on disk, or after it for jobs due when the store opened
+    /// (see [`hand_out_now`]).
     pub(crate) async fn claim(
         &self,
         n: usize,
@@ -123,6 +129,16 @@ impl QueueLog {
         let (claim, reads) = self
             .change(true, |index, batch, _, now| {
                 let claim = index.claim(batch, now.floor, n, lease_ms, max_attempts);
+                if hand_out_now(index, &claim) {
+                    for t in &claim.jobs {
+                        batch.handed.push(Handed {
+                            slot: t.slot,
+                            view: index.view(t.slot),
+                            lateness: (!t.redelivery)
+                                .then(|| lateness_bucket(claim.now.saturating_sub(t.deadline))),
+                        });
+                    }
+                }
                 let mut reqs: Vec<ReadReq> = claim
                     .jobs
                     .iter()
@@ -399,6 +415,29 @@ impl QueueLog {
             .collect();
         Ok((now, total, rows))
     }
+}
+
+/// Whether a claim hands its jobs out as soon as its record is in the
+/// batch, before the frame is written and synced (else it waits for its
+/// frame, as every other change does).
+///
+/// Safe because the store is one process' (its lock): a worker handed a
+/// job dies with the process, so a crash before the frame is on disk
+/// leaves no holder behind, only the job waiting again (never lost), and
+/// everything that job's holder does next (ack, retry, release) is logged
+/// after the claim, so an ack on disk implies its claim is. What such a
+/// crash costs is the attempt: it is not counted.
+///
+/// So that a job whose work kills the process at once cannot be handed
+/// out for ever uncounted, a job due when this process opened the store
+/// (which a dead process may have handed out: a job left waiting, or a
+/// lease found on open) is handed out only once its claim is on disk:
+/// each crash after the first then counts, and `max_attempts` ends it.
+/// A claim that buries jobs waits too (nothing to hurry).
+fn hand_out_now(index: &Index, claim: &Claim) -> bool {
+    !claim.jobs.is_empty()
+        && claim.buried.is_empty()
+        && claim.jobs.iter().all(|t| t.deadline > index.opened_at())
 }
 
 /// A row from a job's view and what was read of it.

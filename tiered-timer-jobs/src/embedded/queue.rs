@@ -5,7 +5,8 @@
 //! Ground rules: the store's queue log (`store.rs`) owns every job's
 //! state; a handle owns its `closed` flag (in `Inner`, as on Redis) and
 //! the wake-up of its own waiting calls when it is closed. Every change
-//! is durable before the call returns (`ops.rs`).
+//! is durable before the call returns (`ops.rs`), but a claim, which may
+//! hand its jobs out first (`store.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -208,7 +209,8 @@ impl Local {
     }
 
     /// A claim that outlives the call that asked for it: polled in place,
-    /// and, if that call is dropped before the claim is on disk, finished
+    /// and, if that call is dropped before the claim returns (one that
+    /// hands its jobs out at once returns at its first poll), finished
     /// on a task of its own, which hands the jobs back (released at once,
     /// the attempt not counted), so that a cancelled `next` strands
     /// nothing. (The claim takes its jobs in memory at its first poll; its

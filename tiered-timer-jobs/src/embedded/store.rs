@@ -22,10 +22,27 @@
 //!   write and one sync (group commit). Only then do they return `Ok`.
 //!   A call that wrote nothing still waits for the frames before it, so
 //!   an answer never rests on a change that is not on disk.
+//! * The one exception, a claim, hands its jobs out as soon as its
+//!   records are in the batch (`ops.rs`, `hand_out_now`): the worker gets
+//!   the job without waiting for the `fdatasync`, which is most of a
+//!   job's lateness. The store is one process' (its lock), so a crash
+//!   before that frame is on disk takes the worker with it: no second
+//!   holder can exist, and on reopen the job is waiting again (never
+//!   lost). Whatever the holder does next (ack, retry, release) is a
+//!   change that waits for its own frame, which comes after the claim's:
+//!   an ack that returned implies a claim on disk. Such a crash costs the
+//!   attempt (not counted); a job due when the store opened is handed
+//!   out only once its claim is on disk, so that a job that kills the
+//!   process at once still reaches `max_attempts`. Its payload is read
+//!   at once: from the batch or the frame being written (under the
+//!   lock), or from the file below its durable end (after).
 //! * A frame that fails to write (a full disk) is cut off the file, and
 //!   its changes, with those of every call that came after it, are taken
 //!   back in memory (the index's undo lists): those calls fail, nothing
-//!   is half-written, and later calls succeed once there is room. A
+//!   is half-written, and later calls succeed once there is room. Jobs
+//!   that claims in those frames had already handed out stay leased to
+//!   their holders (`Index::keep_handed`), in memory only, so that none
+//!   is handed out twice. A
 //!   failed `fdatasync`, or a failed cut, leaves the file in doubt: the
 //!   queue then refuses every change ([`StoreError::Failed`]) until it is
 //!   reopened.
@@ -241,9 +258,11 @@ pub(crate) struct Shared {
     work: Condvar,
     /// Jobs may have become claimable: wakes waiting claims.
     pub(crate) claimable: Notify,
-    /// Something may now be due sooner than the driver sleeps for.
-    pub(crate) sooner: Notify,
-    /// Whether a driver task runs (see [`QueueLog::ensure_driver`]).
+    /// Something may now be due sooner than the driver sleeps for (the
+    /// driver waits on it with the lock: see `driver.rs`).
+    pub(crate) sooner: Condvar,
+    /// Whether the driver thread was started (see
+    /// [`QueueLog::ensure_driver`]).
     pub(crate) driver: AtomicBool,
 }
 
@@ -314,7 +333,7 @@ impl QueueLog {
             }),
             work: Condvar::new(),
             claimable: Notify::new(),
-            sooner: Notify::new(),
+            sooner: Condvar::new(),
             driver: AtomicBool::new(false),
         });
         let committer = {
@@ -336,8 +355,7 @@ impl QueueLog {
         Ok((log, committer))
     }
 
-    /// Starts the driver on the current runtime unless one runs (the
-    /// runtime that ran the last one may have shut down).
+    /// Starts the driver thread unless it was started.
     pub(crate) fn ensure_driver(&self) {
         if !self.shared.driver.swap(true, Ordering::SeqCst) {
             super::driver::spawn(&self.shared);
@@ -348,6 +366,13 @@ impl QueueLog {
     #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// Where the log's synced part ends: what a power cut now would leave
+    /// (tests).
+    #[cfg(test)]
+    pub(crate) fn durable_end(&self) -> u64 {
+        self.shared.lock().end
     }
 
     /// Lowers the log length at which compaction is considered (tests).
@@ -387,6 +412,7 @@ impl QueueLog {
             };
             let undo_before = state.batch.undo.len();
             let frame_before = state.batch.frame.len();
+            let handed_before = state.batch.handed.len();
             let now = Now::wall();
             let outcome = change(&mut state.index, &mut state.batch, &reader, now);
             let (value, reads) = match outcome {
@@ -405,6 +431,26 @@ impl QueueLog {
                 .next_expiration()
                 .is_some_and(|next| next < state.driver_at);
             let wrote = state.batch.frame.len() > frame_before;
+            if state.batch.handed.len() > handed_before {
+                // A claim that hands its jobs out now, its records in the
+                // batch (see the module docs): read them and go.
+                let places = plan_reads(state, &reads);
+                let file = Arc::clone(&state.file);
+                drop(guard);
+                self.shared.work.notify_one();
+                if sooner {
+                    self.shared.sooner.notify_one();
+                }
+                let reads = places
+                    .into_iter()
+                    .map(|place| match place {
+                        Place::Here(read) => Ok(read),
+                        Place::File(place) => read_one(&file, place),
+                    })
+                    .collect::<io::Result<Vec<Read>>>()
+                    .map_err(|e| StoreError::io(&self.shared.path, "reading the job log", e))?;
+                return Ok((value, reads));
+            }
             let idle =
                 state.batch.is_empty() && state.in_flight.is_none() && state.waiters.is_empty();
             if reads.is_empty() && (idle || (quick && !wrote)) {
@@ -584,8 +630,13 @@ fn commit_loop(shared: &Shared) {
                 let end = state.end;
                 let later = std::mem::replace(&mut state.batch, Batch::new(end));
                 let later_waiters = std::mem::take(&mut state.waiters);
+                // Jobs already handed out stay with their holders.
+                let mut handed = std::mem::take(&mut batch.handed);
+                handed.extend(later.handed);
+                state.index.refresh_handed(&mut handed);
                 state.index.undo(later.undo);
                 state.index.undo(std::mem::take(&mut batch.undo));
+                state.index.keep_handed(handed);
                 let cut = file.set_len(end).and_then(|()| file.sync_all());
                 if in_doubt || cut.is_err() {
                     state.failed = Some(StoreError::Failed {
@@ -610,15 +661,58 @@ fn commit_loop(shared: &Shared) {
 /// Reads ids and payloads at planned places.
 fn read_all(file: &File, plan: &[Option<(u64, usize, usize)>]) -> io::Result<Vec<Read>> {
     plan.iter()
-        .map(|place| {
-            let Some((data, id_len, payload_len)) = *place else {
-                return Ok(Read::default());
+        .map(|place| match *place {
+            Some(place) => read_one(file, place),
+            None => Ok(Read::default()),
+        })
+        .collect()
+}
+
+/// Reads one job's id and the first `payload_len` bytes of its payload,
+/// at `data` in `file`.
+fn read_one(file: &File, (data, id_len, payload_len): (u64, usize, usize)) -> io::Result<Read> {
+    let mut bytes = vec![0; id_len + payload_len];
+    file.read_exact_at(&mut bytes, data)?;
+    let payload = bytes.split_off(id_len);
+    Ok(Read { id: bytes, payload })
+}
+
+/// Where a read for a job handed out before its frame is written finds
+/// its bytes.
+enum Place {
+    /// In a frame not yet on disk (the batch, or the frame being
+    /// written): copied under the lock.
+    Here(Read),
+    /// In the file below its durable end (immutable there: a failed frame
+    /// is cut above it, and compaction writes a new file): read after the
+    /// lock is released.
+    File((u64, usize, usize)),
+}
+
+/// Plans the reads of a claim that hands its jobs out at once.
+fn plan_reads(state: &State, reads: &[ReadReq]) -> Vec<Place> {
+    reads
+        .iter()
+        .map(|r| {
+            let Some((data, id_len, payload_len)) = state.index.extent(r.slot, r.gen) else {
+                return Place::Here(Read::default());
             };
+            let payload_len = payload_len.min(r.payload);
             let len = id_len + payload_len;
-            let mut bytes = vec![0; len];
-            file.read_exact_at(&mut bytes, data)?;
-            let payload = bytes.split_off(id_len);
-            Ok(Read { id: bytes, payload })
+            let in_flight = state.in_flight.as_ref().and_then(|flight| {
+                let from = usize::try_from(data.checked_sub(flight.base)?).ok()?;
+                flight.frame.get(from..from + len)
+            });
+            match state.batch.bytes_at(data, len).or(in_flight) {
+                Some(bytes) => {
+                    let (id, payload) = bytes.split_at(id_len);
+                    Place::Here(Read {
+                        id: id.to_vec(),
+                        payload: payload.to_vec(),
+                    })
+                }
+                None => Place::File((data, id_len, payload_len)),
+            }
         })
         .collect()
 }

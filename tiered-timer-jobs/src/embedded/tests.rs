@@ -395,6 +395,40 @@ async fn reopening_replays_everything() {
     assert_eq!(log.lateness().iter().sum::<u64>(), 3);
 }
 
+/// A claim hands its job out before its record is on disk, unless the
+/// job was due when the store opened (a dead process may have handed it
+/// out uncounted): then only once the claim is on disk. So a job whose
+/// work kills the process at once is counted each time and dies after
+/// `max_attempts`, never loops. Each "crash" here is a copy of the log's
+/// synced part taken as the claim returns: what a power cut (or a SIGKILL
+/// before the committer's write) at that instant leaves.
+#[tokio::test]
+async fn a_job_that_kills_the_process_at_once_runs_out_of_attempts() {
+    let mut dir = TempDir::new("poison");
+    {
+        let log = open(&dir).await;
+        log.schedule("poison", Due::After(0), b"p").await.unwrap();
+        close(log);
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    for attempt in 1..=3 {
+        let log = open(&dir).await;
+        let job = next_with(&log, LEASE, 3).await;
+        assert_eq!((job.id.as_str(), job.attempt), ("poison", attempt));
+        let synced = log.durable_end() as usize;
+        let crashed = TempDir::new("poison");
+        let bytes = std::fs::read(log.path()).unwrap();
+        std::fs::write(crashed.path().join("orders.log"), &bytes[..synced]).unwrap();
+        close(log);
+        dir = crashed;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let log = open(&dir).await;
+    let claim = log.claim(1, LEASE, 3).await.unwrap();
+    assert!(claim.jobs.is_empty(), "handed out a fourth time");
+    assert_eq!(claim.buried, ["poison"], "out of attempts, dead");
+}
+
 #[tokio::test]
 async fn a_torn_last_write_is_cut_off() {
     let dir = TempDir::new("torn");
@@ -613,18 +647,23 @@ fn crash_child() {
                 .open(dir.join("ledger.txt"))
                 .unwrap(),
         ));
+        // Each line ends with " ;": a kill can cut a write that crosses a
+        // page in the middle (a fatal signal stops it between pages), and
+        // the parent skips such a torn line.
         let note = move |line: String| {
             use std::io::Write;
+            let line = format!("{} ;\n", line.trim_end_matches('\n'));
             ledger.lock().unwrap().write_all(line.as_bytes()).unwrap();
         };
         let log = match ops::open(&dir, "crash").await {
             Ok(log) => log,
             Err(e) => {
-                note(format!("E open failed: {e}\n"));
+                note(format!("\nE open failed: {e}\n"));
                 std::process::exit(3);
             }
         };
-        note(format!("O {round}\n"));
+        // On a line of its own, whatever the last child's last write left.
+        note(format!("\nO {round}\n"));
         println!("\nttr-crash-child-open");
         let mut seed = round.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         let mut rand = move |n: u64| {
@@ -787,10 +826,24 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
     let mut maybe_scheduled: HashSet<&str> = HashSet::new();
     let mut acked: HashSet<&str> = HashSet::new();
     let mut maybe_acked: HashSet<&str> = HashSet::new();
+    let mut round = 0u64;
+    let mut delivered_in: HashMap<&str, u64> = HashMap::new();
+    let mut attempts: HashMap<&str, u32> = HashMap::new();
+    let mut redelivered: HashSet<&str> = HashSet::new();
+    let mut torn = 0;
     for line in whole.lines() {
+        // A line a kill cut short (what it said is unknown: the ids it
+        // names are checked less, never more).
+        let Some(line) = line.trim_start_matches('\n').strip_suffix(" ;") else {
+            torn += usize::from(!line.is_empty());
+            continue;
+        };
         let fields: Vec<&str> = line.split(' ').collect();
         match fields[0] {
-            "O" => opened += 1,
+            "O" => {
+                opened += 1;
+                round = fields[1].parse().unwrap();
+            }
             "E" => panic!("a child could not open the store: {line}"),
             "s" => {
                 maybe_scheduled.insert(fields[1]);
@@ -807,6 +860,24 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
             "D" => {
                 let id = fields[1];
                 assert!(!acked.contains(id), "{id} delivered after its ack returned");
+                // A lease (30 s) outlives a child: never twice in one.
+                assert!(
+                    delivered_in.insert(id, round) != Some(round),
+                    "{id} delivered twice in one process"
+                );
+                // Attempts: a first delivery may be uncounted (handed out
+                // before its claim was on disk, then a kill), never a
+                // later one (due before its process opened the store).
+                let attempt: u32 = fields[2].parse().unwrap();
+                let before = attempts.insert(id, attempt);
+                if let Some(before) = before {
+                    let counted = redelivered.contains(id);
+                    assert!(
+                        attempt > before || (attempt == before && !counted),
+                        "{id}: attempt {attempt} after {before}"
+                    );
+                    redelivered.insert(id);
+                }
                 let (now, deadline): (u64, u64) =
                     (fields[3].parse().unwrap(), fields[4].parse().unwrap());
                 assert!(now >= deadline, "{id} delivered early");
@@ -871,10 +942,11 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
     }
     assert!(must > 1000, "the test checked only {must} jobs");
     eprintln!(
-        "{rounds} kills, {opened} opens; {} schedules returned Ok, {} acks; {} delivered in the end ({must} had to be)",
+        "{rounds} kills, {opened} opens, {torn} ledger lines cut; {} schedules returned Ok, {} acks; {} delivered in the end ({must} had to be), {} more than once",
         due.len(),
         acked.len(),
-        drained.len()
+        drained.len(),
+        redelivered.len()
     );
 }
 
@@ -1001,6 +1073,69 @@ async fn a_full_disk_is_a_typed_error_with_nothing_half_written() {
             .0
     );
     assert_eq!(log.pending(), ok.len() as u64 + 1);
+    drop(log);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+/// A claim hands its jobs out before their frame is written: when that
+/// frame fails (a full disk), the jobs stay with their holders (not
+/// claimable again, their acks work once there is room), while the rest of
+/// the frame is taken back as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_handed_out_stay_held_when_their_frame_fails() {
+    let fs = Tmpfs::mount("1m");
+    let store = fs.0.path().join("store");
+    let ballast = fs.0.path().join("ballast");
+    std::fs::write(&ballast, vec![1u8; 256 << 10]).unwrap();
+    let log = ops::open(&store, "orders").await.unwrap();
+    for i in 0..20 {
+        log.schedule(&format!("due-{i}"), Due::After(5), b"work")
+            .await
+            .unwrap();
+    }
+    // Fill the disk: big frames, then small ones, until none fits (what is
+    // left is less than a small frame, less than 20 claims' records).
+    let mut kept = 20u64;
+    for size in [3000, 100] {
+        for i in 0.. {
+            let id = format!("fill-{size}-{i}");
+            match log
+                .schedule(&id, Due::After(60_000), &vec![7u8; size])
+                .await
+            {
+                Ok(_) => kept += 1,
+                Err(StoreError::NoSpace { .. }) => break,
+                Err(e) => panic!("{id}: {e}"),
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let claim = log.claim(20, LEASE, 3).await.expect("handed out at once");
+    assert_eq!(claim.jobs.len(), 20);
+    assert!(claim.jobs.iter().all(|j| j.payload == b"work"));
+    // The ack waits for the claim's frame, which does not fit.
+    let first = &claim.jobs[0];
+    let refused = log.ack(&first.id, first.token).await;
+    assert!(
+        matches!(refused, Err(StoreError::NoSpace { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(log.leased(), 20, "the jobs stay with their holders");
+    let again = log.claim(20, LEASE, 3).await.unwrap();
+    assert!(again.jobs.is_empty(), "handed out twice: {:?}", again.jobs);
+    // Room again: the holders' acks work.
+    std::fs::remove_file(&ballast).unwrap();
+    let acks: Vec<(&str, u64)> = claim
+        .jobs
+        .iter()
+        .map(|j| (j.id.as_str(), j.token))
+        .collect();
+    assert!(log.ack_many(&acks).await.unwrap().is_empty(), "leases kept");
+    assert_eq!((log.pending(), log.leased()), (kept - 20, 0));
+    drop(log);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let log = ops::open(&store, "orders").await.unwrap();
+    assert_eq!((log.pending(), log.leased()), (kept - 20, 0));
     drop(log);
     tokio::time::sleep(Duration::from_millis(50)).await;
 }

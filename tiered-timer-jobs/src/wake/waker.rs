@@ -212,8 +212,10 @@ impl Waker {
                     // A watch is this process' to check with, waiting
                     // workers or not: handed back whenever a worker got
                     // busy, it would cost a ZADD and a BZPOPMIN per job.
+                    // With nobody here waiting it claims nothing: it only
+                    // re-arms a stale chain for the workers that wait.
                     if due {
-                        fire.push((baton, 1 + self.shared.setup.prefetch, 0));
+                        fire.push((baton, 0, 0));
                     } else {
                         if let Some(at) = baton.fire_at {
                             soonest(at);

@@ -317,9 +317,10 @@ pub(crate) fn queue_page(q: &QueuePage<'_>) -> String {
     let name = q.name;
     let s = q.stats;
     let mut body = format!(
-        r#"<p class="sub"><a href="/">Queues</a> / </p><h1>{}</h1><p class="sub">{} partition(s) · Redis time {}</p>"#,
+        r#"<p class="sub"><a href="/">Queues</a> / </p><h1>{}</h1><p class="sub">{} partition(s) · {} {}</p>"#,
         esc(name),
         q.partitions,
+        crate::commands::clock_name(&view.app.redis.url),
         human::utc(s.redis_time)
     );
     body.push_str(r#"<div class="cards">"#);

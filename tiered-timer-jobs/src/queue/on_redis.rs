@@ -1,0 +1,171 @@
+//! The Redis side of [`Queue`] and its shared state: the calls that are
+//! one script or one read on Redis, and the helpers every Redis call uses.
+//! The embedded store's counterparts are in `src/embedded/queue.rs`.
+
+use super::*;
+
+impl Queue {
+    /// One queue handle's, one partition's acks on Redis: the ids refused.
+    #[cfg(feature = "redis")]
+    pub(super) async fn ack_many_redis(
+        inner: &Inner,
+        partition: u32,
+        list: Vec<(JobId, String)>,
+    ) -> Result<Vec<JobId>, Error> {
+        let mut lost = Vec::new();
+        let keys = &inner.redis().partitions[partition as usize];
+        for chunk in list.chunks(CHUNK_JOBS) {
+            let mut args = Vec::with_capacity(2 * chunk.len());
+            for (id, token) in chunk {
+                args.push(arg(id.as_str()));
+                args.push(arg(token));
+            }
+            let refused: Vec<String> = inner.eval(&scripts::ACK_MANY_SCRIPT, keys, args).await?;
+            for (id, _) in chunk {
+                if !refused.iter().any(|r| r == id.as_str()) {
+                    tracing::debug!(queue = %inner.name, job = %id, "job acked");
+                }
+            }
+            lost.extend(refused.into_iter().map(JobId::from));
+        }
+        Ok(lost)
+    }
+
+    #[cfg(feature = "redis")]
+    pub(super) async fn cancel_redis(&self, id: &JobId) -> Result<bool, Error> {
+        let keys = self.inner.keys_of(id);
+        let removed: i64 = self
+            .inner
+            .eval(&scripts::CANCEL_SCRIPT, keys, vec![arg(id.as_str())])
+            .await?;
+        Ok(removed == 1)
+    }
+
+    #[cfg(feature = "redis")]
+    pub(super) async fn pending_redis(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        for keys in &self.inner.redis().partitions {
+            let n: u64 = self
+                .inner
+                .query(
+                    redis::cmd("ZCOUNT")
+                        .arg(keys.timeline())
+                        .arg("-inf")
+                        .arg(format!("({LEASED}")),
+                )
+                .await?;
+            total += n;
+        }
+        Ok(total)
+    }
+
+    #[cfg(feature = "redis")]
+    pub(super) async fn leased_redis(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        for keys in &self.inner.redis().partitions {
+            let n: u64 = self
+                .inner
+                .query(
+                    redis::cmd("ZCOUNT")
+                        .arg(keys.timeline())
+                        .arg(LEASED)
+                        .arg("+inf"),
+                )
+                .await?;
+            total += n;
+        }
+        Ok(total)
+    }
+}
+
+impl Inner {
+    #[cfg(feature = "redis")]
+    pub(super) async fn retry_redis(
+        &self,
+        partition: u32,
+        id: &JobId,
+        token: &str,
+        delay: u64,
+    ) -> Result<i64, Error> {
+        let keys = &self.redis().partitions[partition as usize];
+        let done: i64 = self
+            .eval(
+                &scripts::RETRY_SCRIPT,
+                keys,
+                vec![
+                    arg(id.as_str()),
+                    arg(token),
+                    arg(&delay.to_string()),
+                    arg(&self.max_attempts.to_string()),
+                ],
+            )
+            .await?;
+        Ok(done)
+    }
+
+    /// Runs a script on a partition's keys, within the command timeout;
+    /// a write is followed by `WAIT` if the queue asks for replicas.
+    #[cfg(feature = "redis")]
+    pub(crate) async fn eval<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &Keys,
+        args: Vec<Vec<u8>>,
+    ) -> Result<T, Error> {
+        let write = !scripts::is_read_only(script);
+        self.redis()
+            .conn
+            .eval(script, &keys.ordered, args, write)
+            .await
+    }
+
+    /// Runs one plain command within the command timeout.
+    #[cfg(feature = "redis")]
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, Error> {
+        self.redis().conn.query(cmd).await
+    }
+}
+
+/// Records the queue's partition count in the registry ([`QUEUES`]) at its
+/// first connect, or checks this handle's against the recorded one.
+#[cfg(feature = "redis")]
+pub(super) async fn check_partitions(
+    conn: &Conn,
+    name: &str,
+    partitions: u32,
+    register: bool,
+) -> Result<(), Error> {
+    let recorded: Option<u32> = if register {
+        let recorded: u32 = conn
+            .eval(
+                &scripts::RECORD_PARTITIONS_SCRIPT,
+                &[QUEUES.to_owned()],
+                vec![arg(name), arg(&partitions.to_string())],
+                false,
+            )
+            .await?;
+        Some(recorded)
+    } else {
+        conn.query(redis::cmd("HGET").arg(QUEUES).arg(name)).await?
+    };
+    if recorded.is_none_or(|recorded| recorded == partitions) {
+        Ok(())
+    } else {
+        Err(Error::PartitionMismatch {
+            queue: name.to_owned(),
+            recorded: recorded.unwrap_or(partitions),
+            configured: partitions,
+        })
+    }
+}
+
+#[cfg(feature = "redis")]
+pub(crate) fn parse<T: FromRedisValue>(value: Option<Value>) -> Result<T, Error> {
+    let value = value.unwrap_or(Value::Nil);
+    redis::from_redis_value(value).map_err(|e| Error::Redis(e.into()))
+}
+
+#[cfg(feature = "redis")]
+pub(crate) fn arg(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
