@@ -254,6 +254,8 @@ struct Check {
     head: u64,
     /// When to check it.
     at: Instant,
+    /// When this process read it.
+    learned: Instant,
 }
 
 /// How long after a failed claim a partition's claims do not hold demand.
@@ -273,8 +275,16 @@ impl State {
                     Some(offset) => offset.local_at(at_ms + WATCH_MS),
                     None => Instant::now() + WATCH,
                 };
-                let at = (at + CHECK_MARGIN).max(Instant::now() + RECHECK);
-                self.checks.insert(partition, Check { head: at_ms, at });
+                let now = Instant::now();
+                let at = (at + CHECK_MARGIN).max(now + RECHECK);
+                self.checks.insert(
+                    partition,
+                    Check {
+                        head: at_ms,
+                        at,
+                        learned: now,
+                    },
+                );
             }
             None => {
                 self.checks.remove(&partition);
@@ -282,17 +292,23 @@ impl State {
         }
     }
 
-    /// A waiting period begins: what this process read of the chain heads
-    /// may be out of date (another process may hold an earlier head, and
-    /// its watch, since), so each is checked [`WATCH`] from now at the
-    /// latest.
-    fn begin_waiting(&mut self, partitions: u32, now: Instant) {
+    /// A waiting period begins after a busy one that began at
+    /// `busy_since` (no worker of this process waited since): what this
+    /// process read of a chain head before then may be out of date
+    /// (another process may hold an earlier head, and its watch, since),
+    /// so each such head is checked [`WATCH`] from now at the latest. A
+    /// head read since is known well enough: checking it anyway would
+    /// cost a command per partition for every job a worker takes.
+    fn begin_waiting(&mut self, partitions: u32, busy_since: Instant, now: Instant) {
         for partition in 0..partitions {
             let check = self.checks.entry(partition).or_insert(Check {
                 head: 0,
                 at: now + WATCH,
+                learned: busy_since,
             });
-            check.at = check.at.min(now + WATCH);
+            if check.learned <= busy_since {
+                check.at = check.at.min(now + WATCH);
+            }
         }
     }
 
@@ -320,6 +336,13 @@ impl State {
     }
 
     /// Jobs asked for by open waiters and not yet being claimed.
+    /// Whether a worker of this process waits (whether or not a claim is
+    /// in flight for it).
+    fn has_waiters(&mut self) -> bool {
+        self.waiters.retain(|w| !w.tx.is_closed());
+        !self.waiters.is_empty()
+    }
+
     fn demand(&mut self) -> usize {
         self.waiters.retain(|w| !w.tx.is_closed());
         let asked: usize = self.waiters.iter().map(|w| w.want).sum();

@@ -65,8 +65,9 @@ pub(super) struct Waker {
     blockers: Vec<Blocker>,
     started: bool,
     probe_next: u32,
-    /// Workers of this process waited at the last step.
-    waiting: bool,
+    /// Since when no worker of this process waits (`None`: some do); a
+    /// new handle is busy from its start.
+    busy_since: Option<Instant>,
 }
 
 impl Waker {
@@ -102,7 +103,7 @@ impl Waker {
             blockers,
             started: false,
             probe_next: 0,
-            waiting: false,
+            busy_since: Some(Instant::now()),
         }
     }
 
@@ -137,12 +138,18 @@ impl Waker {
         let (demand, closed) = {
             let mut state = self.shared.lock();
             let (demand, closed) = (state.demand(), state.closed);
-            let waiting = demand > 0 && !closed;
-            if waiting && !self.waiting {
-                let partitions = self.shared.setup.partitions.len() as u32;
-                state.begin_waiting(partitions, now);
+            // Waiting: some worker of this process waits (for a job or
+            // for a claim in flight on its behalf).
+            let waiting = state.has_waiters() && !closed;
+            match (self.busy_since, waiting) {
+                (Some(busy_since), true) => {
+                    let partitions = self.shared.setup.partitions.len() as u32;
+                    state.begin_waiting(partitions, busy_since, now);
+                    self.busy_since = None;
+                }
+                (None, false) => self.busy_since = Some(now),
+                _ => {}
             }
-            self.waiting = waiting;
             (demand, closed)
         };
         // The first claim of this handle: read every partition once.
