@@ -17,9 +17,11 @@
 --   8, 9 id and token of a job to ack first ('' for none)
 --
 -- Returns one flat list (nested ones cost Redis more to convert):
--- {now, acked, next, kept, left, b, b buried ids, then five fields per
+-- {now, acked, head, kept, left, b, b buried ids, then five fields per
 -- job}. acked is 1, 0 (the lease was lost: nothing else done) or -1
--- (nothing to ack); next is the time of the next event (-1: none); kept
+-- (nothing to ack); head is the chain head's time after this claim
+-- (`armed`, -1: none: waiting workers that do not hold its baton check
+-- it WATCH after its time, see src/wake/waker.rs); kept
 -- is the baton the caller now holds (-1: none); left is how many due jobs
 -- it saw and left (up to BACKLOG + 1: BACKLOG or more is a backlog); the
 -- b ids are those this call moved to the dead letters; a job is id,
@@ -166,6 +168,9 @@ local nxt = next_due
 if lease_lb and (not nxt or lease_lb < nxt) then nxt = lease_lb end
 local at = nxt and math.max(nxt, now)
 local head = baton == 'r' or tonumber(baton) == armed
+-- A rescue (the head's holder may be gone, and the watch with it) puts
+-- a new watch in with the new head.
+if baton == 'r' then watch = nil end
 local kept = -1
 -- Due jobs seen and left (at most BACKLOG + 1): BACKLOG or more is a
 -- backlog.
@@ -218,7 +223,7 @@ if dirty then
   fields[2 * count + 2] = meta(armed, lease_lb, watch)
 end
 if #fields > 0 then redis.call('HSET', K_JOB, unpack(fields)) end
-local reply = {now, acked, nxt or -1, kept, left, #buried}
+local reply = {now, acked, armed or -1, kept, left, #buried}
 local r = 6
 for _, id in ipairs(buried) do
   r = r + 1

@@ -52,6 +52,8 @@ pub(crate) struct Outcome {
     /// `Some(false)`: the job to ack had lost its lease (nothing done).
     pub(crate) acked: Option<bool>,
     pub(crate) kept: Option<u64>,
+    /// The chain head's time after the claim (`None`: no event ahead).
+    pub(crate) head: Option<u64>,
     pub(crate) buried: Vec<String>,
     pub(crate) jobs: Vec<Claimed>,
     /// The claim ran, but fewer replicas than asked for acknowledged it.
@@ -149,6 +151,12 @@ impl Shared {
                 redis_ms: outcome.now_ms,
                 local: received,
             });
+        }
+        // What the chain head is now: checked WATCH after its time unless
+        // this process holds its baton (a claim whose ack lost its lease
+        // read nothing).
+        if outcome.acked != Some(false) {
+            state.learn(partition, outcome.head);
         }
         if let Some(at_ms) = outcome.kept.take() {
             let fire_at = state.offset.map(|o| o.local_at(at_ms));
@@ -303,7 +311,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
     let mut fields = reply.into_iter();
     let now_ms: i64 = parse(fields.next())?;
     let acked: i64 = parse(fields.next())?;
-    let _next: i64 = parse(fields.next())?;
+    let head: i64 = parse(fields.next())?;
     let kept: i64 = parse(fields.next())?;
     let left: i64 = parse(fields.next())?;
     let n_buried: usize = parse(fields.next())?;
@@ -341,6 +349,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
             _ => None,
         },
         kept: u64::try_from(kept).ok(),
+        head: u64::try_from(head).ok(),
         buried,
         jobs,
         replicated,

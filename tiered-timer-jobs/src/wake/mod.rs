@@ -102,12 +102,17 @@ const PROBE_EVERY: u32 = 3;
 /// `BACKLOG`): then every worker of this process claims from it at once
 /// instead of waiting for a baton.
 const BACKLOG: u64 = 8;
-/// How long past its time the chain head may go unclaimed (the scripts'
-/// `GRACE`).
-const GRACE: Duration = Duration::from_secs(10);
 /// How long past the chain head's time the watch baton's holder checks it
-/// (the scripts' `WATCH`, ms).
+/// (the scripts' `WATCH`, ms); a head unclaimed that long is taken for lost
+/// with its holder.
 const WATCH_MS: u64 = 2000;
+/// [`WATCH_MS`] as a duration.
+const WATCH: Duration = Duration::from_millis(WATCH_MS);
+/// A waiting worker checks a chain head this long after it is due to be
+/// lost (a little later than the watch's holder, which usually does it).
+const CHECK_MARGIN: Duration = Duration::from_millis(100);
+/// A chain head found alive is checked again no sooner than this.
+const RECHECK: Duration = Duration::from_millis(250);
 
 /// What a waiting call gets.
 type Delivery = Result<Vec<Claimed>, Error>;
@@ -236,13 +241,93 @@ struct State {
     /// of waiting for one, so every worker works on a backlog at once,
     /// until a claim's reply says it is gone.
     backlog: Option<u32>,
+    /// When a waiting worker of this process is to check each partition's
+    /// chain head (see [`State::learn`]).
+    checks: std::collections::HashMap<u32, Check>,
     closed: bool,
+}
+
+/// A chain head a waiting worker is to check (see [`State::learn`]).
+#[derive(Debug, Clone, Copy)]
+struct Check {
+    /// The head's time, on Redis' clock (ms).
+    head: u64,
+    /// When to check it.
+    at: Instant,
+    /// When this process read it.
+    learned: Instant,
 }
 
 /// How long after a failed claim a partition's claims do not hold demand.
 const FRAGILE: Duration = Duration::from_secs(10);
 
 impl State {
+    /// Takes what a claim or a probe read of `partition`'s chain head
+    /// (its time, on Redis' clock; `None`: no event ahead): while workers
+    /// of this process wait, they check it [`WATCH`] after its time unless
+    /// this process holds its baton or a watch that checks it in time, so
+    /// that a head lost with a process that held both its baton and its
+    /// watch costs seconds.
+    fn learn(&mut self, partition: u32, head: Option<u64>) {
+        match head {
+            Some(at_ms) => {
+                let at = match self.offset {
+                    Some(offset) => offset.local_at(at_ms + WATCH_MS),
+                    None => Instant::now() + WATCH,
+                };
+                let now = Instant::now();
+                let at = (at + CHECK_MARGIN).max(now + RECHECK);
+                self.checks.insert(
+                    partition,
+                    Check {
+                        head: at_ms,
+                        at,
+                        learned: now,
+                    },
+                );
+            }
+            None => {
+                self.checks.remove(&partition);
+            }
+        }
+    }
+
+    /// A waiting period begins after a busy one that began at
+    /// `busy_since` (no worker of this process waited since): what this
+    /// process read of a chain head before then may be out of date
+    /// (another process may hold an earlier head, and its watch, since),
+    /// so each such head is checked [`WATCH`] from now at the latest. A
+    /// head read since is known well enough: checking it anyway would
+    /// cost a command per partition for every job a worker takes.
+    fn begin_waiting(&mut self, partitions: u32, busy_since: Instant, now: Instant) {
+        for partition in 0..partitions {
+            let check = self.checks.entry(partition).or_insert(Check {
+                head: 0,
+                at: now + WATCH,
+                learned: busy_since,
+            });
+            if check.learned <= busy_since {
+                check.at = check.at.min(now + WATCH);
+            }
+        }
+    }
+
+    /// When a waiting worker of this process is to check `partition`'s
+    /// chain head, unless this process holds the head's baton, or a watch
+    /// that checks it by then.
+    fn check_at(&self, partition: u32) -> Option<Instant> {
+        let check = self.checks.get(&partition)?;
+        let covered = self.batons.iter().any(|b| {
+            b.partition == partition
+                && match b.kind {
+                    Kind::Head => b.at_ms == check.head,
+                    Kind::Watch => b.at_ms <= check.head + WATCH_MS,
+                    Kind::Extra(_) => false,
+                }
+        });
+        (!covered).then_some(check.at)
+    }
+
     /// Whether claims on `partition` failed lately.
     fn fragile(&self, partition: u32) -> bool {
         self.failed_at
@@ -251,6 +336,13 @@ impl State {
     }
 
     /// Jobs asked for by open waiters and not yet being claimed.
+    /// Whether a worker of this process waits (whether or not a claim is
+    /// in flight for it).
+    fn has_waiters(&mut self) -> bool {
+        self.waiters.retain(|w| !w.tx.is_closed());
+        !self.waiters.is_empty()
+    }
+
     fn demand(&mut self) -> usize {
         self.waiters.retain(|w| !w.tx.is_closed());
         let asked: usize = self.waiters.iter().map(|w| w.want).sum();
@@ -304,6 +396,9 @@ impl std::fmt::Debug for Shared {
 }
 
 /// What happens to the waker task.
+// One `Claimed` per claim, moved once through the inbox: boxing it would
+// cost an allocation per claim for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Event {
     Claimed {
         request: ClaimRequest,

@@ -13,8 +13,8 @@ use tokio::time::Instant;
 
 use super::claim::run_claim;
 use super::{
-    Baton, ClaimRequest, Claimed, Event, Kind, Outcome, Shared, With, GRACE, HOLD, LINGER,
-    PROBE_EVERY, WATCH_MS,
+    Baton, ClaimRequest, Claimed, Event, Kind, Outcome, Shared, With, HOLD, LINGER, PROBE_EVERY,
+    WATCH, WATCH_MS,
 };
 use crate::error::Error;
 
@@ -53,6 +53,9 @@ enum Phase {
     },
 }
 
+/// A blocking call may come back this much before its bound.
+const CHECK_SLACK: Duration = Duration::from_millis(20);
+
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
@@ -62,6 +65,9 @@ pub(super) struct Waker {
     blockers: Vec<Blocker>,
     started: bool,
     probe_next: u32,
+    /// Since when no worker of this process waits (`None`: some do); a
+    /// new handle is busy from its start.
+    busy_since: Option<Instant>,
 }
 
 impl Waker {
@@ -97,6 +103,7 @@ impl Waker {
             blockers,
             started: false,
             probe_next: 0,
+            busy_since: Some(Instant::now()),
         }
     }
 
@@ -130,7 +137,20 @@ impl Waker {
         };
         let (demand, closed) = {
             let mut state = self.shared.lock();
-            (state.demand(), state.closed)
+            let (demand, closed) = (state.demand(), state.closed);
+            // Waiting: some worker of this process waits (for a job or
+            // for a claim in flight on its behalf).
+            let waiting = state.has_waiters() && !closed;
+            match (self.busy_since, waiting) {
+                (Some(busy_since), true) => {
+                    let partitions = self.shared.setup.partitions.len() as u32;
+                    state.begin_waiting(partitions, busy_since, now);
+                    self.busy_since = None;
+                }
+                (None, false) => self.busy_since = Some(now),
+                _ => {}
+            }
+            (demand, closed)
         };
         // The first claim of this handle: read every partition once.
         if demand > 0 && !self.started && !closed {
@@ -320,7 +340,22 @@ impl Waker {
     fn block(&mut self, index: usize) {
         let health = self.shared.setup.health_check;
         let margin = (health / 5).min(Duration::from_secs(1));
-        let block_for = health - margin;
+        // Back by the first chain head to check, if that comes first.
+        let check = {
+            let state = self.shared.lock();
+            self.blockers[index]
+                .partitions
+                .iter()
+                .filter_map(|&p| state.check_at(p))
+                .min()
+        };
+        let now = Instant::now();
+        let block_for = match check {
+            Some(at) => (health - margin).min(at.saturating_duration_since(now)),
+            None => health - margin,
+        }
+        // (0 would block for ever.)
+        .max(Duration::from_millis(10));
         let blocker = &mut self.blockers[index];
         let Some(mut conn) = blocker.conn.clone() else {
             return;
@@ -418,8 +453,15 @@ impl Waker {
                         }
                     }
                     Ok(None) => {
+                        let due = self.due_checks(blocker);
                         let b = &mut self.blockers[blocker];
                         b.phase = Phase::Idle;
+                        if !due.is_empty() {
+                            for p in due {
+                                self.probe(p);
+                            }
+                            return;
+                        }
                         b.empty += 1;
                         if b.empty % PROBE_EVERY == 0 {
                             let partitions = b.partitions.clone();
@@ -492,23 +534,29 @@ impl Waker {
                 let Ok(Some(raw)) = result else {
                     return;
                 };
-                let mut fields = raw.split(' ').map(|f| f.parse::<u64>().ok());
-                let armed = fields.next().flatten();
-                let watch = fields.nth(1).flatten();
-                let offset = self.shared.lock().offset;
-                // The scripts' rule (chain.lua's head_stale): GRACE past
-                // its time, or its watch WATCH overdue too.
-                let stale = match (armed, offset) {
-                    (Some(armed), Some(offset)) => {
-                        let now = Instant::now();
-                        offset.local_at(armed) + GRACE <= now
-                            || watch.is_some_and(|watch| {
-                                armed + WATCH_MS <= watch
-                                    && offset.local_at(watch + WATCH_MS) <= now
-                            })
+                let armed = raw.split(' ').next().and_then(|f| f.parse::<u64>().ok());
+                let stale = {
+                    let mut state = self.shared.lock();
+                    // Unclaimed WATCH past its time (the watch's rule), and
+                    // not this process' to claim with.
+                    let stale = match (armed, state.offset) {
+                        (Some(armed), Some(offset)) => {
+                            offset.local_at(armed + WATCH_MS) <= Instant::now()
+                                && !state.batons.iter().any(|b| {
+                                    b.partition == partition
+                                        && b.kind == Kind::Head
+                                        && b.at_ms == armed
+                                })
+                        }
+                        (Some(_), None) => true,
+                        (None, _) => false,
+                    };
+                    if stale {
+                        state.checks.remove(&partition);
+                    } else {
+                        state.learn(partition, armed);
                     }
-                    (Some(_), None) => true,
-                    (None, _) => false,
+                    stale
                 };
                 if stale {
                     tracing::info!(queue = %self.shared.setup.name, partition, "the wake-up chain head is stale (its holder is gone?); re-arming it");
@@ -540,6 +588,25 @@ impl Waker {
             fire_at,
             linger_until: None,
         });
+    }
+
+    /// The partitions of blocker `index` whose chain head is due to be
+    /// checked; each is checked again in [`WATCH`] should the probe fail.
+    fn due_checks(&self, index: usize) -> Vec<u32> {
+        let now = Instant::now();
+        let mut state = self.shared.lock();
+        let due: Vec<u32> = self.blockers[index]
+            .partitions
+            .iter()
+            .copied()
+            .filter(|&p| state.check_at(p).is_some_and(|at| at <= now + CHECK_SLACK))
+            .collect();
+        for p in &due {
+            if let Some(check) = state.checks.get_mut(p) {
+                check.at = now + WATCH;
+            }
+        }
+        due
     }
 
     fn probe(&self, partition: u32) {
