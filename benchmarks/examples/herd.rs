@@ -22,12 +22,12 @@
 //!   commands per second per worker (health checks included).
 //! * **burst**: `HERD_BURST` jobs due at once, 4 workers: claim + ack
 //!   throughput with `next` + `ack`, with `prefetch(64)`, with
-//!   `ack_and_next`, with `next_batch(64)` + `ack`, and with
+//!   `prefetch(64)` and `ack_batched`, with `ack_and_next`, with `next_batch(64)` + `ack`, and with
 //!   `next_batch(64)` + `ack_many`; Redis commands and CPU per job, and
 //!   this process' CPU per job. The workers are 4 `Queue`s (as 4
 //!   processes) and then 4 tasks sharing one `Queue` (as one process;
 //!   `HERD_SHAPES=apart` or `shared` for one of them); `HERD_MODES` picks
-//!   modes (`NextAck,Prefetch,AckAndNext,Batch,BatchAckMany`),
+//!   modes (`NextAck,Prefetch,PrefetchBatched,AckAndNext,Batch,BatchAckMany`),
 //!   `HERD_ROUNDS` repeats the table. With `HERD_BASELINE` (the
 //!   `burst_baseline` example built at an older commit: see that file),
 //!   each `next` + `ack` row is preceded by the same burst run by that
@@ -340,6 +340,7 @@ async fn idle(workers: usize, partitions: u32, window: Duration) -> f64 {
 enum Mode {
     NextAck,
     Prefetch,
+    PrefetchBatched,
     AckAndNext,
     Batch,
     BatchAckMany,
@@ -374,7 +375,7 @@ struct Burst {
 async fn burst(jobs: u64, mode: Mode, shared: bool) -> Burst {
     let server = Server::start();
     let prefetch = match mode {
-        Mode::Prefetch | Mode::AckAndNext => 64,
+        Mode::Prefetch | Mode::PrefetchBatched | Mode::AckAndNext => 64,
         _ => 0,
     };
     let producer = queue(&server, 1, 0).await;
@@ -398,6 +399,7 @@ async fn burst(jobs: u64, mode: Mode, shared: bool) -> Burst {
     let own0 = own_cpu();
     let started = Instant::now();
     let mut tasks = Vec::new();
+    let handles = queues.clone();
     for queue in queues {
         let done = done.clone();
         tasks.push(tokio::spawn(async move {
@@ -405,6 +407,12 @@ async fn burst(jobs: u64, mode: Mode, shared: bool) -> Burst {
                 Mode::NextAck | Mode::Prefetch => loop {
                     let job = queue.next().await.unwrap();
                     job.ack().await.unwrap();
+                    done.fetch_add(1, Ordering::Relaxed);
+                },
+                // Counted when taken; the flushes below wait for the acks.
+                Mode::PrefetchBatched => loop {
+                    let job = queue.next().await.unwrap();
+                    job.ack_batched();
                     done.fetch_add(1, Ordering::Relaxed);
                 },
                 Mode::AckAndNext => {
@@ -437,6 +445,9 @@ async fn burst(jobs: u64, mode: Mode, shared: bool) -> Burst {
     };
     while done.load(Ordering::Relaxed) < target {
         tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for queue in &handles {
+        assert!(queue.flush_acks().await.unwrap().is_empty());
     }
     let took = started.elapsed().as_secs_f64();
     let own = (own_cpu() - own0).as_secs_f64();
@@ -578,6 +589,7 @@ async fn main() {
                 for mode in [
                     Mode::NextAck,
                     Mode::Prefetch,
+                    Mode::PrefetchBatched,
                     Mode::AckAndNext,
                     Mode::Batch,
                     Mode::BatchAckMany,
@@ -595,6 +607,7 @@ async fn main() {
                     let how = match mode {
                         Mode::NextAck => "next + ack",
                         Mode::Prefetch => "next + ack, prefetch(64)",
+                        Mode::PrefetchBatched => "next + ack_batched, prefetch(64)",
                         Mode::AckAndNext => "ack_and_next, prefetch(64)",
                         Mode::Batch => "next_batch(64) + ack",
                         Mode::BatchAckMany => "next_batch(64) + ack_many",

@@ -318,6 +318,55 @@ impl Job {
         }
     }
 
+    /// Acks this job in the background, batched with this queue's other
+    /// background acks; returns at once.
+    ///
+    /// [`ack`](Job::ack) waits a round trip for its script, so a worker
+    /// that acks each job waits a round trip per job, and Redis runs a
+    /// script per job. A background ack goes out with the others queued
+    /// on the same [`Queue`](crate::Queue) handle (or a clone): the first
+    /// starts a flush (one [`Queue::ack_many`](crate::Queue::ack_many):
+    /// one script per partition), and those queued meanwhile go out
+    /// together in the next one. With [`prefetch`](crate::Builder::prefetch)
+    /// a worker then takes and acks jobs with no round trip of its own.
+    ///
+    /// The ack is as safe as [`ack`](Job::ack): fenced by the lease's
+    /// token, and not sent if the lease ran out by the local estimate by
+    /// the time its batch goes. What is weaker is the report: the caller
+    /// does not learn here whether it succeeded. A lost lease is a
+    /// `tracing` warning and `ttr_leases_lost_total`, the job comes back
+    /// as a redelivery (as after any lost lease), and
+    /// [`Queue::flush_acks`](crate::Queue::flush_acks) waits for the acks
+    /// queued so far and returns the ids of those lost. Until its flush the
+    /// job counts as held: [`Queue::shutdown`](crate::Queue::shutdown)
+    /// waits for it. A process that dies first loses the ack, not the
+    /// job: it is delivered again after its lease.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (the flush is a spawned task).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// for _ in 0..1000 {
+    ///     let job = queue.next().await?;
+    ///     // ... do the work ...
+    ///     job.ack_batched();
+    /// }
+    /// let lost = queue.flush_acks().await?;
+    /// assert!(lost.is_empty(), "{} jobs lost their lease and come back", lost.len());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn ack_batched(self) {
+        let inner = Arc::clone(&self.inner);
+        crate::queue::AckBatch::push(&inner, self);
+    }
+
     /// Acks this job and claims the next due job of its partition in the
     /// same round trip; if none is due, waits for one as
     /// [`Queue::next`](crate::Queue::next) does (on any partition).

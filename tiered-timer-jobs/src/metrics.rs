@@ -8,11 +8,11 @@
 //! | metric | kind | counts |
 //! |---|---|---|
 //! | `ttr_jobs_claimed_total` | counter | deliveries by [`Queue::next`](crate::Queue::next) (first ones and redeliveries) |
-//! | `ttr_jobs_acked_total` | counter | [`Job::ack`](crate::Job::ack)s that succeeded |
+//! | `ttr_jobs_acked_total` | counter | acks that succeeded ([`Job::ack`](crate::Job::ack), [`Queue::ack_many`](crate::Queue::ack_many), [`Job::ack_batched`](crate::Job::ack_batched)) |
 //! | `ttr_jobs_retried_total` | counter | jobs given back to be delivered again after a delay ([`Job::retry_after`](crate::Job::retry_after), and a [`Job::fail`](crate::Job::fail) with attempts left) |
 //! | `ttr_jobs_failed_total` | counter | failures with a reason ([`Job::fail`](crate::Job::fail), [`Job::retry_after_with_reason`](crate::Job::retry_after_with_reason), [`Job::bury`](crate::Job::bury)) |
 //! | `ttr_jobs_dead_lettered_total` | counter | jobs moved to the dead letters, whatever the path (buried, failed or retried on the last attempt, lease lost on the last attempt) |
-//! | `ttr_leases_lost_total` | counter | calls that found their lease lost ([`Error::LeaseExpired`](crate::Error::LeaseExpired)), and leases [`Job::keep_alive`](crate::Job::keep_alive) gave up |
+//! | `ttr_leases_lost_total` | counter | calls that found their lease lost ([`Error::LeaseExpired`](crate::Error::LeaseExpired)), acks of [`Queue::ack_many`](crate::Queue::ack_many) and [`Job::ack_batched`](crate::Job::ack_batched) refused for it, and leases [`Job::keep_alive`](crate::Job::keep_alive) gave up |
 //! | `ttr_lease_renewals_total` | counter | lease renewals that succeeded |
 //! | `ttr_claim_lateness_seconds` | histogram | Redis' now at a claim minus the job's due time, for jobs claimed from the waiting jobs (not redeliveries after a lost lease) |
 //!
@@ -37,6 +37,11 @@ mod on {
 
     pub(crate) fn acked(queue: &str) {
         count("ttr_jobs_acked_total", queue, 1);
+    }
+
+    pub(crate) fn acked_many(queue: &str, acked: u64, lost: u64) {
+        count("ttr_jobs_acked_total", queue, acked);
+        count("ttr_leases_lost_total", queue, lost);
     }
 
     pub(crate) fn retried(queue: &str) {
@@ -68,6 +73,8 @@ mod on {
     pub(crate) fn claimed(_queue: &str, _lateness: Option<Duration>) {}
     #[inline(always)]
     pub(crate) fn acked(_queue: &str) {}
+    #[inline(always)]
+    pub(crate) fn acked_many(_queue: &str, _acked: u64, _lost: u64) {}
     #[inline(always)]
     pub(crate) fn retried(_queue: &str) {}
     #[inline(always)]

@@ -82,6 +82,7 @@ on_both_backends!(
     schedule_many_counts_every_delay_from_one_now,
     next_batch_claims_due_jobs_in_due_order,
     ack_many_acks_all_and_names_the_lost,
+    batched_acks_are_applied_by_flush_and_name_the_lost,
     release_hands_a_job_back_at_once_without_counting_the_attempt,
     extend_lease_and_keep_alive_hold_a_job_past_its_lease,
     fail_and_bury_record_why,
@@ -562,6 +563,68 @@ async fn ack_many_acks_all_and_names_the_lost(store: Store) {
     assert_eq!(lost.len(), 5, "every stale ack is refused");
     assert_eq!(other.leased().await.unwrap(), 5, "and changed nothing");
     assert!(other.ack_many(taken).await.unwrap().is_empty());
+    store.assert_empty(&other, &[]).await;
+}
+
+async fn batched_acks_are_applied_by_flush_and_name_the_lost(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
+    let ids = queue
+        .schedule_many((0..300).map(|_| (Duration::ZERO, b"x".to_vec())))
+        .await
+        .unwrap();
+    // A worker that takes each job and acks it in the background, its
+    // acks still in flight while it takes the next ones.
+    let mut seen = HashSet::new();
+    for _ in 0..300 {
+        let job = next(&queue).await;
+        assert!(
+            seen.insert(job.id().clone()),
+            "{} delivered twice",
+            job.id()
+        );
+        job.ack_batched();
+    }
+    let lost = tokio::time::timeout(WAIT, queue.flush_acks())
+        .await
+        .unwrap();
+    assert_eq!(lost.unwrap(), Vec::<JobId>::new());
+    let ids: Vec<&JobId> = ids.iter().collect();
+    store.assert_empty(&queue, &ids).await;
+
+    // Stale acks: their leases ran out and another worker holds the jobs.
+    let short = store.queue(Duration::from_millis(300), 3).await;
+    let other = store.queue(Duration::from_secs(30), 3).await;
+    let stale: HashSet<JobId> = short
+        .schedule_many((0..3).map(|_| (Duration::ZERO, b"y".to_vec())))
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let jobs = [next(&short).await, next(&short).await, next(&short).await];
+    let mut taken = Vec::new();
+    while taken.len() < 3 {
+        taken.push(next(&other).await);
+    }
+    for job in jobs {
+        job.ack_batched();
+    }
+    let lost = tokio::time::timeout(WAIT, short.flush_acks())
+        .await
+        .unwrap();
+    assert_eq!(lost.unwrap().into_iter().collect::<HashSet<_>>(), stale);
+    assert_eq!(
+        other.leased().await.unwrap(),
+        3,
+        "stale acks changed nothing"
+    );
+    // What was lost is reported once.
+    assert_eq!(short.flush_acks().await.unwrap(), Vec::<JobId>::new());
+
+    // shutdown waits for acks still queued; after it they are applied.
+    for job in taken {
+        job.ack_batched();
+    }
+    tokio::time::timeout(WAIT, other.shutdown()).await.unwrap();
     store.assert_empty(&other, &[]).await;
 }
 

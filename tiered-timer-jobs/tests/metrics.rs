@@ -121,11 +121,21 @@ async fn counters_and_lateness_match_what_happened() {
     assert!(nothing.is_err(), "nothing left to deliver");
     let stats = queue.stats().await.unwrap();
     assert_eq!((stats.pending, stats.leased, stats.dead), (0, 0, 2));
+    // Acks of many at once count too: two by ack_many, one in the
+    // background.
+    queue
+        .schedule_many((0..3).map(|_| (Duration::ZERO, "k")))
+        .await
+        .unwrap();
+    let (k1, k2, k3) = (next(&queue).await, next(&queue).await, next(&queue).await);
+    assert!(queue.ack_many([k1, k2]).await.unwrap().is_empty());
+    k3.ack_batched();
+    assert!(queue.flush_acks().await.unwrap().is_empty());
 
     let snapshot: Snapshot = snapshotter.snapshot().into_vec();
     let count = |name| counter(&snapshot, name, "metered");
-    assert_eq!(count("ttr_jobs_claimed_total"), 8);
-    assert_eq!(count("ttr_jobs_acked_total"), 3);
+    assert_eq!(count("ttr_jobs_claimed_total"), 11);
+    assert_eq!(count("ttr_jobs_acked_total"), 6);
     assert_eq!(count("ttr_jobs_retried_total"), 2);
     assert_eq!(count("ttr_jobs_failed_total"), 2);
     assert_eq!(count("ttr_jobs_dead_lettered_total"), 2);
@@ -134,7 +144,7 @@ async fn counters_and_lateness_match_what_happened() {
     // One sample per claim from the waiting jobs (not j5's redelivery).
     // j1 and j4 were due 9 s and 6 s before the test began, j5 5 s.
     let lateness = samples(&snapshot, "ttr_claim_lateness_seconds", "metered");
-    assert_eq!(lateness.len(), 7, "{lateness:?}");
+    assert_eq!(lateness.len(), 10, "{lateness:?}");
     assert!(
         lateness[0] >= 9.0 && lateness[0] < 9.0 + 20.0,
         "{lateness:?}"

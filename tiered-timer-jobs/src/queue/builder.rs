@@ -266,6 +266,7 @@ impl Builder {
                 max_payload: self.max_payload,
                 closed: AtomicBool::new(false),
                 held: watch::Sender::new(0),
+                acks: Default::default(),
                 backend: Backend::Redis(RedisPart {
                     conn,
                     partitions,
@@ -311,6 +312,7 @@ impl Builder {
                 max_payload: self.max_payload,
                 closed: AtomicBool::new(false),
                 held: watch::Sender::new(0),
+                acks: Default::default(),
                 backend: Backend::Embedded(local),
             }),
         })

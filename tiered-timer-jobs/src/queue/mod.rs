@@ -45,6 +45,8 @@ use crate::scripts;
 #[cfg(feature = "redis")]
 use crate::wake::{Setup, Shared};
 
+mod ack_batch;
+pub(crate) use ack_batch::AckBatch;
 mod builder;
 #[cfg(feature = "redis")]
 mod on_redis;
@@ -79,6 +81,8 @@ pub(crate) struct Inner {
     held: watch::Sender<usize>,
     /// Where the jobs are.
     pub(crate) backend: Backend,
+    /// Acks queued by [`Job::ack_batched`].
+    pub(crate) acks: ack_batch::AckBatch,
 }
 
 /// The store behind a queue handle, picked by the URL's scheme.
@@ -505,6 +509,7 @@ impl Queue {
         for mut job in jobs {
             job.finished = true;
             if job.lease_ran_out() {
+                crate::metrics::acked_many(&job.inner.name, 0, 1);
                 lost.push(job.lost_quietly());
                 continue;
             }
@@ -528,13 +533,49 @@ impl Queue {
                         tracing::debug!(queue = %inner.name, job = %id, "job acked");
                     }
                 }
+                let acked = (list.len() - refused.len()) as u64;
+                crate::metrics::acked_many(&inner.name, acked, refused.len() as u64);
                 lost.extend(refused);
                 continue;
             }
             #[cfg(feature = "redis")]
-            lost.extend(Queue::ack_many_redis(&inner, partition, list).await?);
+            {
+                let refused = Queue::ack_many_redis(&inner, partition, &list).await?;
+                let acked = (list.len() - refused.len()) as u64;
+                crate::metrics::acked_many(&inner.name, acked, refused.len() as u64);
+                lost.extend(refused);
+            }
         }
         Ok(lost)
+    }
+
+    /// Waits until every ack queued with [`Job::ack_batched`] on this
+    /// handle (or a clone) before this call has been sent; returns the ids
+    /// of the jobs whose background ack was refused since the last call
+    /// (their lease ran out: they come back as redeliveries; up to 10 000
+    /// ids, each is a `tracing` warning anyway).
+    ///
+    /// # Errors
+    ///
+    /// The first error a flush met since the last call
+    /// ([`Error::Timeout`], [`Error::Redis`], [`Error::NotReplicated`]...):
+    /// the acks of that flush may or may not have been applied; those that
+    /// were not come back after their lease.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let job = queue.next().await?;
+    /// job.ack_batched();
+    /// let lost = queue.flush_acks().await?; // the ack has been applied
+    /// assert!(lost.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn flush_acks(&self) -> Result<Vec<JobId>, Error> {
+        self.inner.acks.wait_flushed().await
     }
 
     /// Cancels a waiting job. Returns `true` if it was waiting and will now

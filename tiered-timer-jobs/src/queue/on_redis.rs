@@ -10,7 +10,7 @@ impl Queue {
     pub(super) async fn ack_many_redis(
         inner: &Inner,
         partition: u32,
-        list: Vec<(JobId, String)>,
+        list: &[(JobId, String)],
     ) -> Result<Vec<JobId>, Error> {
         let mut lost = Vec::new();
         let keys = &inner.redis().partitions[partition as usize];
