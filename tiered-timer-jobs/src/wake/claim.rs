@@ -108,30 +108,37 @@ impl Shared {
             shared: self,
         };
         let (request, sent, received, result) = in_flight.run().await;
-        let result = match result {
+        let (result, changed) = match result {
             Ok(mut outcome) => {
-                self.note(&request, sent, received, &mut outcome);
-                Ok(outcome)
+                let changed = self.note(&request, sent, received, &mut outcome);
+                (Ok(outcome), changed)
             }
             Err(error) => {
                 self.note_failure(&request);
-                Err(error)
+                (Err(error), true)
             }
         };
-        self.notify.notify_one();
+        // The waker looks again only if the claim changed what it acts on
+        // (waking it for every claim of a backlog costs a task switch per
+        // job).
+        if changed {
+            self.notify.notify_one();
+        }
         result
     }
 
     /// Takes what a claim's reply says about this process' state: Redis'
     /// clock (the offset), the baton passed back to it, and the jobs it
-    /// buried (traced). Leaves the jobs.
+    /// buried (traced). Leaves the jobs. Returns whether the waker has
+    /// something new to act on: a baton, a backlog begun or ended, demand
+    /// freed, a chain head to check.
     pub(super) fn note(
         &self,
         request: &ClaimRequest,
         sent: Instant,
         received: Instant,
         outcome: &mut Outcome,
-    ) {
+    ) -> bool {
         let name = &self.setup.name;
         let partition = request.partition;
         for id in std::mem::take(&mut outcome.buried) {
@@ -139,6 +146,8 @@ impl Shared {
             crate::metrics::dead_lettered(name);
         }
         let mut state = self.lock();
+        let backlog_before = state.backlog;
+        let mut changed = request.reserved > 0 || state.failed_at.contains_key(&partition);
         state.reserved = state.reserved.saturating_sub(request.reserved);
         state.failed_at.remove(&partition);
         if outcome.left >= BACKLOG {
@@ -146,6 +155,7 @@ impl Shared {
         } else if state.backlog == Some(partition) {
             state.backlog = None;
         }
+        changed |= state.backlog != backlog_before;
         if outcome.now_ms > 0 && received.duration_since(sent) < Duration::from_secs(1) {
             state.offset = Some(Offset {
                 redis_ms: outcome.now_ms,
@@ -167,7 +177,9 @@ impl Shared {
                 fire_at,
                 linger_until: None,
             });
+            changed = true;
         }
+        changed
     }
 
     /// A claim failed: the demand it served is free again, the partition
