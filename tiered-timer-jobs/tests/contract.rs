@@ -83,6 +83,7 @@ on_both_backends!(
     next_batch_claims_due_jobs_in_due_order,
     ack_many_acks_all_and_names_the_lost,
     batched_acks_are_applied_by_flush_and_name_the_lost,
+    batched_acks_outlive_the_runtime_that_queued_them,
     release_hands_a_job_back_at_once_without_counting_the_attempt,
     extend_lease_and_keep_alive_hold_a_job_past_its_lease,
     fail_and_bury_record_why,
@@ -626,6 +627,29 @@ async fn batched_acks_are_applied_by_flush_and_name_the_lost(store: Store) {
     }
     tokio::time::timeout(WAIT, other.shutdown()).await.unwrap();
     store.assert_empty(&other, &[]).await;
+}
+
+async fn batched_acks_outlive_the_runtime_that_queued_them(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
+    let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
+    let job = next(&queue).await;
+    // Another runtime queues the ack and shuts down before its flush task
+    // ran: the ack stays queued, and this runtime's flush sends it.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move { job.ack_batched() });
+        drop(runtime);
+    })
+    .join()
+    .unwrap();
+    let flushed = tokio::time::timeout(WAIT, queue.flush_acks())
+        .await
+        .expect("flush_acks does not hang");
+    assert_eq!(flushed.unwrap(), Vec::<JobId>::new());
+    store.assert_empty(&queue, &[&id]).await;
 }
 
 async fn release_hands_a_job_back_at_once_without_counting_the_attempt(store: Store) {

@@ -46,6 +46,8 @@ struct State {
     queued: Vec<Job>,
     /// A flush task runs.
     flushing: bool,
+    /// The ids of the acks it is sending.
+    in_flight: Vec<JobId>,
     /// Acks queued since the handle was made, and how many of them were
     /// flushed (sent, refused or failed): a flush waits until the second
     /// catches up with what the first was when it was called.
@@ -82,6 +84,7 @@ impl AckBatch {
 
     /// Queues `job`'s ack; starts a flush unless one runs (it takes this
     /// ack on its next round).
+    #[track_caller]
     pub(crate) fn push(inner: &Arc<Inner>, job: Job) {
         let start = {
             let mut state = inner.acks.lock();
@@ -90,21 +93,31 @@ impl AckBatch {
             !std::mem::replace(&mut state.flushing, true)
         };
         if start {
-            let inner = Arc::clone(inner);
-            tokio::spawn(async move { flush_until_empty(inner).await });
+            tokio::spawn(flush_until_empty(Running::new(inner)));
         }
     }
 
     /// Waits until every ack queued before this call is flushed; returns
     /// what the flushes since the last call reported.
-    pub(crate) async fn wait_flushed(&self) -> Result<Vec<JobId>, Error> {
-        let target = self.lock().queued_total;
+    pub(crate) async fn wait_flushed(inner: &Arc<Inner>) -> Result<Vec<JobId>, Error> {
+        let this = &inner.acks;
+        let (target, start) = {
+            let mut state = this.lock();
+            // Acks queued with no flush running: their flush task was
+            // dropped with another runtime. Flush them from this one.
+            let start = !state.queued.is_empty() && !state.flushing;
+            state.flushing |= start;
+            (state.queued_total, start)
+        };
+        if start {
+            tokio::spawn(flush_until_empty(Running::new(inner)));
+        }
         loop {
-            let flushed = self.flushed.notified();
+            let flushed = this.flushed.notified();
             tokio::pin!(flushed);
             flushed.as_mut().enable();
             {
-                let mut state = self.lock();
+                let mut state = this.lock();
                 if state.settled_total >= target {
                     let lost = std::mem::take(&mut state.lost);
                     return match state.error.take() {
@@ -120,27 +133,33 @@ impl AckBatch {
 
 /// The flush task: sends what is queued, one [`Queue::ack_many`] at a
 /// time, until nothing is.
-async fn flush_until_empty(inner: Arc<Inner>) {
-    let queue = Queue { inner };
+async fn flush_until_empty(mut running: Running) {
+    let queue = Queue {
+        inner: Arc::clone(&running.inner),
+    };
     loop {
         let batch = {
             let mut state = queue.inner.acks.lock();
             if state.queued.is_empty() {
+                // Under the lock that `push` takes: an ack queued after
+                // this starts a new flush.
                 state.flushing = false;
+                running.done = true;
                 break;
             }
-            std::mem::take(&mut state.queued)
+            let batch = std::mem::take(&mut state.queued);
+            state.in_flight = batch.iter().map(|job| job.id().clone()).collect();
+            batch
         };
-        let count = batch.len() as u64;
-        let ids: Vec<JobId> = batch.iter().map(|job| job.id().clone()).collect();
         let result = queue.ack_many(batch).await;
         {
             let mut state = queue.inner.acks.lock();
-            state.settled_total += count;
+            let ids = std::mem::take(&mut state.in_flight);
+            state.settled_total += ids.len() as u64;
             match result {
                 Ok(lost) => state.keep_lost(lost),
                 Err(error) => {
-                    tracing::warn!(queue = %queue.inner.name, jobs = count, %error, "batched acks failed: the jobs not acked come back after their lease");
+                    tracing::warn!(queue = %queue.inner.name, jobs = ids.len(), %error, "batched acks failed: the jobs not acked come back after their lease");
                     state.keep_lost(ids);
                     if state.error.is_none() {
                         state.error = Some(error);
@@ -150,5 +169,37 @@ async fn flush_until_empty(inner: Arc<Inner>) {
         }
         queue.inner.acks.flushed.notify_waiters();
     }
-    queue.inner.acks.flushed.notify_waiters();
+}
+
+/// A flush task of an [`AckBatch`], made before it is spawned: if the task
+/// is dropped before it is `done` (its runtime shut down, maybe before it
+/// ran at all), the batch no longer counts it as running, so the next ack
+/// or [`Queue::flush_acks`] starts another.
+struct Running {
+    inner: Arc<Inner>,
+    done: bool,
+}
+
+impl Running {
+    fn new(inner: &Arc<Inner>) -> Running {
+        Running {
+            inner: Arc::clone(inner),
+            done: false,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let batch = &self.inner.acks;
+        if !self.done {
+            // Its batch may or may not have been applied: reported lost.
+            let mut state = batch.lock();
+            state.flushing = false;
+            let ids = std::mem::take(&mut state.in_flight);
+            state.settled_total += ids.len() as u64;
+            state.keep_lost(ids);
+        }
+        batch.flushed.notify_waiters();
+    }
 }

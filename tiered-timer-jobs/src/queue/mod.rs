@@ -506,8 +506,12 @@ impl Queue {
         let mut lost = Vec::new();
         // Per queue handle and partition: (id, token) to send.
         let mut groups: Vec<AckGroup> = Vec::new();
+        // The jobs count as held until their acks are done, so that
+        // `shutdown` waits for them.
+        let mut held = Vec::new();
         for mut job in jobs {
             job.finished = true;
+            held.extend(job.held.take());
             if job.lease_ran_out() {
                 crate::metrics::acked_many(&job.inner.name, 0, 1);
                 lost.push(job.lost_quietly());
@@ -546,6 +550,7 @@ impl Queue {
                 lost.extend(refused);
             }
         }
+        drop(held);
         Ok(lost)
     }
 
@@ -575,7 +580,7 @@ impl Queue {
     /// # }
     /// ```
     pub async fn flush_acks(&self) -> Result<Vec<JobId>, Error> {
-        self.inner.acks.wait_flushed().await
+        AckBatch::wait_flushed(&self.inner).await
     }
 
     /// Cancels a waiting job. Returns `true` if it was waiting and will now
