@@ -78,7 +78,11 @@
 //!   then write one script per partition per chunk of at most 1 000 jobs:
 //!   each chunk all or nothing, waking one worker at most. Every delay of
 //!   one call counts from the same instant of Redis' clock, so equal
-//!   delays give equal due times.
+//!   delays give equal due times. Claims and acks come in batches too:
+//!   [`Queue::next_batch`], [`Queue::ack_many`], [`Job::ack_and_next`],
+//!   and for a worker that takes one job at a time,
+//!   [`Builder::prefetch`] with [`Job::ack_batched`] (acks sent in the
+//!   background, many per script; [`Queue::flush_acks`] waits for them).
 //! * **No polling, no herd.** Each due job (or lease that runs out) wakes
 //!   exactly one waiting worker across all processes: waiting workers
 //!   block on the partitions' wake-up batons, and the one that gets a

@@ -123,6 +123,8 @@ impl Builder {
     /// while it waits its turn; one that no call takes within half its
     /// lease is released, and so are all of them on [`Queue::close`] or
     /// when the last handle is dropped. Leave it at 0 for long jobs.
+    /// With [`Job::ack_batched`](crate::Job::ack_batched) the acks go
+    /// many per round trip too, and a worker waits for none.
     ///
     /// Redis only (it saves round trips); accepted and ignored on a
     /// `file://` store, whose claims are in-process.
