@@ -84,6 +84,7 @@ on_both_backends!(
     ack_many_acks_all_and_names_the_lost,
     batched_acks_are_applied_by_flush_and_name_the_lost,
     batched_acks_outlive_the_runtime_that_queued_them,
+    batched_acks_from_many_tasks_all_land,
     release_hands_a_job_back_at_once_without_counting_the_attempt,
     extend_lease_and_keep_alive_hold_a_job_past_its_lease,
     fail_and_bury_record_why,
@@ -650,6 +651,37 @@ async fn batched_acks_outlive_the_runtime_that_queued_them(store: Store) {
         .expect("flush_acks does not hang");
     assert_eq!(flushed.unwrap(), Vec::<JobId>::new());
     store.assert_empty(&queue, &[&id]).await;
+}
+
+async fn batched_acks_from_many_tasks_all_land(store: Store) {
+    // Eight workers on one handle queue acks while flushes start and end
+    // under them: none is left behind when a flush ends as one is queued.
+    let queue = store.queue(Duration::from_secs(30), 3).await;
+    let ids = queue
+        .schedule_many((0..400).map(|_| (Duration::ZERO, b"x".to_vec())))
+        .await
+        .unwrap();
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                for _ in 0..50 {
+                    let job = next(&queue).await;
+                    job.ack_batched();
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        tokio::time::timeout(WAIT, worker).await.unwrap().unwrap();
+    }
+    let lost = tokio::time::timeout(WAIT, queue.flush_acks())
+        .await
+        .unwrap();
+    assert_eq!(lost.unwrap(), Vec::<JobId>::new());
+    let ids: Vec<&JobId> = ids.iter().collect();
+    store.assert_empty(&queue, &ids).await;
 }
 
 async fn release_hands_a_job_back_at_once_without_counting_the_attempt(store: Store) {
