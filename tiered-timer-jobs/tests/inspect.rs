@@ -241,15 +241,9 @@ async fn lateness_sums_the_partitions_histograms() {
 }
 
 /// Claims count in the lateness histogram, one per job taken from the
-/// waiting jobs, in the bucket of its lateness by Redis' clock.
-///
-/// Ignored until the claim script calls `record_lateness` (the claim is
-/// being rewritten for batch claims, issue 25): wiring it is
-/// `script(&[crate::lateness::RECORD_LATENESS, CLAIM])` for
-/// `CLAIM_SCRIPT`, and `record_lateness(KEYS[9], late)` once per claim
-/// script, `late` holding `now - due` of each job claimed from the due set.
+/// waiting jobs, in the bucket of its lateness by Redis' clock: claims of
+/// one job and of several.
 #[tokio::test]
-#[ignore = "the claim script does not call record_lateness yet (issue 25)"]
 async fn claims_record_their_lateness() {
     let server = RedisServer::start();
     let queue = Queue::connect(&server.url(), "orders").await.unwrap();
@@ -273,4 +267,22 @@ async fn claims_record_their_lateness() {
     let buckets = lateness.buckets();
     assert_eq!(buckets[12], (Some(Duration::from_secs(5)), 1));
     assert_eq!(buckets[15], (Some(Duration::from_secs(60)), 1));
+
+    // A claim of several jobs counts each (one BITFIELD for the batch).
+    let t1 = server.now_ms().await;
+    for due in [t1 - 3_000, t1 - 3_000, t1 - 40_000] {
+        queue.schedule_at(at_ms(due), "c").await.unwrap();
+    }
+    let mut got = 0;
+    while got < 3 {
+        let jobs = tokio::time::timeout(WAIT, queue.next_batch(3))
+            .await
+            .unwrap()
+            .unwrap();
+        got += jobs.len();
+        assert!(queue.ack_many(jobs).await.unwrap().is_empty());
+    }
+    let buckets = queue.lateness().await.unwrap().buckets();
+    assert_eq!(buckets[12], (Some(Duration::from_secs(5)), 3));
+    assert_eq!(buckets[15], (Some(Duration::from_secs(60)), 2));
 }

@@ -25,6 +25,11 @@ local function lateness_bucket(ms)
   return '#19'
 end
 local function record_lateness(key, late_ms)
+  if #late_ms == 1 then
+    -- One job (most claims): no tables to build.
+    redis.call('BITFIELD', key, 'OVERFLOW', 'SAT', 'INCRBY', 'u32', lateness_bucket(late_ms[1]), 1)
+    return
+  end
   local counts, order = {}, {}
   for _, ms in ipairs(late_ms) do
     local b = lateness_bucket(ms)
