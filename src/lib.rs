@@ -193,6 +193,9 @@
 #![cfg_attr(not(feature = "spin-lock"), forbid(unsafe_code))]
 #![cfg_attr(feature = "spin-lock", deny(unsafe_code))]
 #![warn(clippy::undocumented_unsafe_blocks)]
+// The loom build compiles a subset of the crate (no `delay_queue`, `io`,
+// `hyper`, `tower`): what only those use is dead there, not anywhere else.
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 pub mod clock;
 #[cfg(not(loom))]
