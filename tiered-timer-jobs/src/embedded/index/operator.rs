@@ -63,13 +63,7 @@ impl Index {
         log: &dyn ReadAt,
         id: &[u8],
     ) -> io::Result<bool> {
-        match self.find(id, batch, log)? {
-            Some(slot) if self.slots[slot as usize].state == State::Dead => {
-                self.remove(batch, slot);
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        self.remove_if(batch, log, id, State::Dead)
     }
 
     /// Deletes up to `limit` dead letters, oldest deaths first.

@@ -167,8 +167,19 @@ impl Index {
         log: &dyn ReadAt,
         id: &[u8],
     ) -> io::Result<bool> {
+        self.remove_if(batch, log, id, State::Waiting)
+    }
+
+    /// Removes job `id` for good if it is in `state`: `true` if it was.
+    pub(super) fn remove_if(
+        &mut self,
+        batch: &mut Batch,
+        log: &dyn ReadAt,
+        id: &[u8],
+        state: State,
+    ) -> io::Result<bool> {
         match self.find(id, batch, log)? {
-            Some(slot) if self.slots[slot as usize].state == State::Waiting => {
+            Some(slot) if self.slots[slot as usize].state == state => {
                 self.remove(batch, slot);
                 Ok(true)
             }
