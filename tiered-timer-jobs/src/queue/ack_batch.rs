@@ -159,8 +159,9 @@ async fn flush_until_empty(mut running: Running) {
             match result {
                 Ok(lost) => state.keep_lost(lost),
                 Err(error) => {
+                    // `flush_acks` returns the error, not ids: whether
+                    // each of these was applied is unknown.
                     tracing::warn!(queue = %queue.inner.name, jobs = ids.len(), %error, "batched acks failed: the jobs not acked come back after their lease");
-                    state.keep_lost(ids);
                     if state.error.is_none() {
                         state.error = Some(error);
                     }
