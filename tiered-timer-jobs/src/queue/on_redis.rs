@@ -43,24 +43,22 @@ impl Queue {
 
     #[cfg(feature = "redis")]
     pub(super) async fn pending_redis(&self) -> Result<u64, Error> {
-        let mut total = 0;
-        for keys in &self.inner.redis().partitions {
-            let n: u64 = self
-                .inner
-                .query(
-                    redis::cmd("ZCOUNT")
-                        .arg(keys.timeline())
-                        .arg("-inf")
-                        .arg(format!("({LEASED}")),
-                )
-                .await?;
-            total += n;
-        }
-        Ok(total)
+        self.count_timeline("-inf", format!("({LEASED}")).await
     }
 
     #[cfg(feature = "redis")]
     pub(super) async fn leased_redis(&self) -> Result<u64, Error> {
+        self.count_timeline(LEASED.to_string(), "+inf").await
+    }
+
+    /// The jobs scored from `min` to `max` in every partition's timeline
+    /// (`ZCOUNT` syntax): waiting jobs below `LEASED`, leased ones above.
+    #[cfg(feature = "redis")]
+    async fn count_timeline(
+        &self,
+        min: impl AsRef<str>,
+        max: impl AsRef<str>,
+    ) -> Result<u64, Error> {
         let mut total = 0;
         for keys in &self.inner.redis().partitions {
             let n: u64 = self
@@ -68,8 +66,8 @@ impl Queue {
                 .query(
                     redis::cmd("ZCOUNT")
                         .arg(keys.timeline())
-                        .arg(LEASED)
-                        .arg("+inf"),
+                        .arg(min.as_ref())
+                        .arg(max.as_ref()),
                 )
                 .await?;
             total += n;
