@@ -35,12 +35,20 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// A setting is out of range: in the [`Builder`](crate::Builder) (a
-    /// zero lease, zero attempts, zero partitions...), or a zero or
-    /// too-long lease passed to
-    /// [`Job::extend_lease`](crate::Job::extend_lease).
+    /// A setting of the [`Builder`](crate::Builder) is out of range (a
+    /// zero or too-long lease, zero attempts, zero partitions...).
     InvalidConfig {
         /// Which setting, and why.
+        reason: &'static str,
+    },
+    /// An argument of one call is out of range: a zero or too-long lease
+    /// passed to [`Job::extend_lease`](crate::Job::extend_lease) (the same
+    /// limit, and the same reason, as
+    /// [`Builder::lease`](crate::Builder::lease)'s), or a page that
+    /// [`Queue::list`](crate::Queue::list) cannot serve. The queue's
+    /// settings are fine.
+    InvalidArgument {
+        /// Which argument, and why.
         reason: &'static str,
     },
     /// The payload is larger than the queue's limit
@@ -166,6 +174,7 @@ impl fmt::Display for Error {
             }
             Error::InvalidJobId { reason } => write!(f, "invalid job id: {reason}"),
             Error::InvalidConfig { reason } => write!(f, "invalid queue configuration: {reason}"),
+            Error::InvalidArgument { reason } => write!(f, "invalid argument: {reason}"),
             Error::PayloadTooLarge { len, limit } => {
                 write!(
                     f,

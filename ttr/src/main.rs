@@ -278,6 +278,7 @@ pub(crate) fn failure(url: &str, error: Error) -> Failure {
         | Error::InvalidQueueName { .. }
         | Error::InvalidJobId { .. }
         | Error::InvalidConfig { .. }
+        | Error::InvalidArgument { .. }
         | Error::Unsupported { .. } => Failure::Usage(error.to_string()),
         error if url.starts_with("file://") => {
             Failure::Runtime(format!("cannot use the job store at {url}: {error}"))

@@ -41,7 +41,9 @@ pub struct Builder {
 impl Builder {
     /// How long a delivered job stays claimed by its worker before it is
     /// due again (by Redis' clock). Default 30 s. Rounded up to whole
-    /// milliseconds.
+    /// milliseconds; at least 1 ms and at most 2^51 ms (about 71 000
+    /// years), as for [`Job::extend_lease`](crate::Job::extend_lease):
+    /// [`connect`](Builder::connect) checks it.
     pub fn lease(mut self, lease: Duration) -> Builder {
         self.lease = lease;
         self
@@ -183,9 +185,9 @@ impl Builder {
     /// command timeout.
     pub async fn connect(self) -> Result<Queue, Error> {
         check_queue_name(&self.name)?;
-        if self.lease.is_zero() || millis_up(self.lease) > MAX_DEADLINE_MS {
+        if self.lease.is_zero() || millis_up(self.lease) > MAX_SPAN_MS {
             return Err(Error::InvalidConfig {
-                reason: "the lease must be at least 1 ms and at most 2^52 ms",
+                reason: LEASE_RANGE,
             });
         }
         if self.max_attempts == 0 {

@@ -66,6 +66,18 @@ pub use builder::Builder;
 /// well inside the range where a sorted set's `f64` score is exact.
 pub(crate) const MAX_DEADLINE_MS: u64 = 1 << 52;
 
+/// The longest lease, and the longest delay counted from now: 2^51 ms
+/// (about 71 000 years). Both are added to the clock's now (about 2^40.6
+/// ms today), and the sum must stay under [`MAX_DEADLINE_MS`]: a leased
+/// job's timeline score is 2^52 + its lease expiry, exact in a sorted
+/// set's `f64` only while that expiry is below 2^52.
+pub(crate) const MAX_SPAN_MS: u64 = MAX_DEADLINE_MS / 2;
+
+/// What a lease out of range is told, by [`Builder::lease`] and
+/// [`Job::extend_lease`] alike.
+pub(crate) const LEASE_RANGE: &str =
+    "a lease must be at least 1 ms and at most 2^51 ms (about 71 000 years)";
+
 /// The most jobs one batched schedule script takes (see
 /// [`Queue::schedule_many`]): a chunk of 1 000 small jobs holds Redis for
 /// about 3 ms.

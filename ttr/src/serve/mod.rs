@@ -385,7 +385,7 @@ async fn queue_page(
     let offset = page_no.saturating_mul(PAGE);
     let page = match queue.list(listing, offset, PAGE).await {
         Ok(page) => Some(page),
-        Err(tiered_timer_jobs::Error::InvalidConfig { reason }) => {
+        Err(tiered_timer_jobs::Error::InvalidArgument { reason }) => {
             return refuse(StatusCode::BAD_REQUEST, reason)
         }
         Err(e) => return failed(&e.to_string()),
