@@ -90,9 +90,10 @@ pub enum Error {
     #[cfg(feature = "redis")]
     Redis(redis::RedisError),
     /// The queue's partition count, recorded in Redis at its first
-    /// connect, is not the one this handle was built with
-    /// ([`Builder::partitions`](crate::Builder::partitions)): its jobs are
-    /// under other hash tags, and this handle would see none of them.
+    /// connect, is not the one this handle asked for with
+    /// [`Builder::partitions`](crate::Builder::partitions): its jobs are
+    /// under other hash tags, and this handle would see none of them. (A
+    /// handle that asks for no count adopts the recorded one.)
     PartitionMismatch {
         /// The queue.
         queue: String,
@@ -100,6 +101,14 @@ pub enum Error {
         recorded: u32,
         /// The count this handle was built with.
         configured: u32,
+    },
+    /// A handle built with [`Builder::register(false)`](crate::Builder::register)
+    /// (a look, as `ttr`'s) found no queue of that name: not in the
+    /// registry and no keys on Redis, no log in a `file://` store. Nothing
+    /// was created.
+    NoSuchQueue {
+        /// The name asked for.
+        queue: String,
     },
     /// A write ran on the master but `WAIT` counted fewer replicas than
     /// [`Builder::replicas`](crate::Builder::replicas) asks for within the
@@ -204,8 +213,13 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "queue {queue} has {recorded} partition(s) (recorded in Redis at its first connect), \
-                 but this handle was built with {configured}: use partitions({recorded}) \
-                 (ttr: --partitions {recorded})"
+                 but this handle asked for {configured}: use partitions({recorded}), or leave \
+                 partitions unset to adopt the recorded count"
+            ),
+            Error::NoSuchQueue { queue } => write!(
+                f,
+                "no queue named {queue} exists (a handle built with register(false) opens only \
+                 an existing queue)"
             ),
             Error::NotReplicated {
                 replicas,

@@ -57,7 +57,7 @@ mod on_redis;
 mod schedule;
 
 #[cfg(feature = "redis")]
-use self::on_redis::check_partitions;
+use self::on_redis::resolve_partitions;
 #[cfg(feature = "redis")]
 pub(crate) use self::on_redis::{arg, parse};
 pub use builder::Builder;
@@ -209,7 +209,7 @@ impl Queue {
             replica_timeout: Duration::from_secs(1),
             prefetch: 0,
             register: true,
-            partitions: 1,
+            partitions: None,
             cluster: false,
         }
     }
@@ -217,6 +217,28 @@ impl Queue {
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// How many partitions the queue has: the count recorded for it, which
+    /// a handle built without [`Builder::partitions`] adopts (1 on a
+    /// `file://` store).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+    /// let queue = tiered_timer_jobs::Queue::connect("redis://127.0.0.1:6379/", "mail").await?;
+    /// println!("mail has {} partition(s)", queue.partitions());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn partitions(&self) -> u32 {
+        match &self.inner.backend {
+            #[cfg(feature = "redis")]
+            Backend::Redis(redis) => redis.partitions.len() as u32,
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(_) => 1,
+        }
     }
 
     /// The random-id batches: the ids in order.
