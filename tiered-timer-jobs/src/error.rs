@@ -17,9 +17,12 @@ use crate::job::JobId;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The Redis URL could not be parsed or names an unsupported scheme.
+    /// The URL could not be parsed, names a scheme that is neither an
+    /// embedded store's (`file://`) nor a Redis', or is `file://` without
+    /// a directory. The reason lists the accepted schemes.
     InvalidUrl {
-        /// Why the `redis` crate rejected it.
+        /// What is wrong with it (the URL itself is not repeated: it may
+        /// hold a password).
         reason: String,
     },
     /// The queue name is empty, longer than 200 bytes, or contains `{`,
@@ -89,6 +92,12 @@ pub enum Error {
     /// reason).
     #[cfg(feature = "redis")]
     Redis(redis::RedisError),
+    /// Something answered at the URL's address, but not in the Redis
+    /// protocol: another server listens on that port (an HTTP server, a
+    /// TLS port given a `redis://` URL...). The `redis` crate's parse error
+    /// is the [source](std::error::Error::source).
+    #[cfg(feature = "redis")]
+    NotRedis(redis::RedisError),
     /// The queue's partition count, recorded in Redis at its first
     /// connect, is not the one this handle asked for with
     /// [`Builder::partitions`](crate::Builder::partitions): its jobs are
@@ -177,7 +186,7 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::InvalidUrl { reason } => write!(f, "invalid Redis URL: {reason}"),
+            Error::InvalidUrl { reason } => write!(f, "invalid URL: {reason}"),
             Error::InvalidQueueName { name, reason } => {
                 write!(f, "invalid queue name {name:?}: {reason}")
             }
@@ -206,6 +215,11 @@ impl fmt::Display for Error {
             }
             #[cfg(feature = "redis")]
             Error::Redis(error) => write!(f, "Redis error: {error}"),
+            #[cfg(feature = "redis")]
+            Error::NotRedis(_) => f.write_str(
+                "the server does not speak the Redis protocol: is another server (HTTP?) on that \
+                 port, or does it want TLS (rediss://)?",
+            ),
             Error::PartitionMismatch {
                 queue,
                 recorded,
@@ -265,7 +279,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             #[cfg(feature = "redis")]
-            Error::Redis(error) => Some(error),
+            Error::Redis(error) | Error::NotRedis(error) => Some(error),
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
@@ -275,7 +289,21 @@ impl std::error::Error for Error {
 #[cfg(feature = "redis")]
 impl From<redis::RedisError> for Error {
     fn from(error: redis::RedisError) -> Error {
-        Error::Redis(error)
+        Error::not_redis(Error::Redis(error))
+    }
+}
+
+#[cfg(feature = "redis")]
+impl Error {
+    /// `error`, or [`Error::NotRedis`] if it is a reply the `redis` crate
+    /// could not parse: a Redis never sends one, another server does.
+    pub(crate) fn not_redis(error: Error) -> Error {
+        match error {
+            Error::Redis(error) if error.kind() == redis::ErrorKind::Parse => {
+                Error::NotRedis(error)
+            }
+            error => error,
+        }
     }
 }
 

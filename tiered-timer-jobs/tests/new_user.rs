@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{closed_port, RedisServer, SilentServer};
+use support::{closed_port, HttpServer, RedisServer, SilentServer};
 use tiered_timer_jobs::{Error, Queue};
 
 /// Only the process that creates a queue says how it is partitioned:
@@ -193,4 +193,41 @@ async fn connecting_to_a_silent_redis_waits_the_whole_command_timeout() {
         took >= Duration::from_millis(2500) && took < Duration::from_secs(10),
         "gave up after {took:?}"
     );
+}
+
+/// A URL that names a web server, or no store at all, says so in words:
+/// not the `redis` crate's parse error, and with the schemes to use.
+#[tokio::test]
+async fn a_server_that_is_not_redis_and_a_url_that_is_no_store_are_named() {
+    let http = HttpServer::start();
+    let error = Queue::builder(&http.url(), "orders")
+        .command_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::NotRedis(_)), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains("does not speak the Redis protocol"),
+        "{error}"
+    );
+    let error = tiered_timer_jobs::find_queues(&http.url(), false, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::NotRedis(_)), "{error:?}");
+
+    for (url, says) in [
+        (
+            "http://localhost/",
+            "http:// is not a job store's scheme; use file:///",
+        ),
+        ("file://", "file:// needs the store's directory"),
+    ] {
+        let error = Queue::connect(url, "orders").await.unwrap_err();
+        assert!(matches!(error, Error::InvalidUrl { .. }), "{error:?}");
+        let text = error.to_string();
+        assert!(text.contains(says), "{url}: {text}");
+        assert!(!text.contains("Redis URL"), "{url}: {text}");
+    }
 }

@@ -90,7 +90,7 @@ fn help_version_and_bad_usage() {
         ),
         (
             &["stats", "orders", "--url", "nonsense://x"][..],
-            "invalid Redis URL",
+            "invalid URL",
         ),
     ] {
         let output = ttr(args);

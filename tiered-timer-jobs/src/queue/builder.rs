@@ -228,6 +228,7 @@ impl Builder {
     /// connection is refused, [`Error::Timeout`] if Redis does not answer
     /// within the command timeout.
     pub async fn connect(self) -> Result<Queue, Error> {
+        check_url(&self.url)?;
         check_queue_name(&self.name)?;
         if self.lease.is_zero() || millis_up(self.lease) > MAX_SPAN_MS {
             return Err(Error::InvalidConfig {
@@ -290,8 +291,12 @@ impl Builder {
             replicas: self.replicas,
             replica_timeout: self.replica_timeout,
         };
-        let conn = Conn::open(&self.url, self.cluster, limits).await?;
-        let count = resolve_partitions(&conn, &self.name, self.partitions, self.register).await?;
+        let conn = Conn::open(&self.url, self.cluster, limits)
+            .await
+            .map_err(Error::not_redis)?;
+        let count = resolve_partitions(&conn, &self.name, self.partitions, self.register)
+            .await
+            .map_err(Error::not_redis)?;
         let partitions: Vec<Keys> = (0..count)
             .map(|p| Keys::new(&self.name, p, count))
             .collect();
@@ -378,5 +383,77 @@ impl Builder {
         Err(Error::InvalidUrl {
             reason: "file:// URLs need the crate's `embedded` feature".to_owned(),
         })
+    }
+}
+
+/// The URLs a queue can be at, for error messages.
+const ACCEPTED_URLS: &str = "file:///path/to/dir (an embedded store), redis://, rediss://, \
+                             redis+unix://, unix://, valkey://, valkeys:// or valkey+unix://";
+
+/// Checks that `url` names a store this crate opens: `file://` and a
+/// directory, or a scheme the `redis` crate takes. The URL itself is not
+/// repeated in the error (it may hold a password).
+pub(crate) fn check_url(url: &str) -> Result<(), Error> {
+    let invalid = |reason: String| Err(Error::InvalidUrl { reason });
+    match url.split_once("://") {
+        Some(("file", "" | "localhost" | "localhost/")) => invalid(
+            "file:// needs the store's directory after it, as in file:///var/lib/app/jobs"
+                .to_owned(),
+        ),
+        Some((
+            "file" | "redis" | "rediss" | "redis+unix" | "unix" | "valkey" | "valkeys"
+            | "valkey+unix",
+            _,
+        )) => Ok(()),
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme.len() <= 16
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
+        {
+            invalid(format!(
+                "{scheme}:// is not a job store's scheme; use {ACCEPTED_URLS}"
+            ))
+        }
+        _ => invalid(format!("not a URL; use {ACCEPTED_URLS}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_by_scheme_without_repeating_them() {
+        for good in [
+            "file:///var/lib/jobs",
+            "file://rel/dir",
+            "redis://127.0.0.1:6379/",
+            "rediss://h/",
+            "redis+unix:///run/redis.sock",
+            "unix:///run/redis.sock",
+            "valkey://h/",
+        ] {
+            assert!(check_url(good).is_ok(), "{good}");
+        }
+        for (bad, says) in [
+            (
+                "http://user:secret@localhost/",
+                "http:// is not a job store's scheme; use file:///",
+            ),
+            ("file://", "file:// needs the store's directory"),
+            ("file://localhost/", "file:// needs the store's directory"),
+            ("not a url", "not a URL; use file:///"),
+            ("\x1b[2J://x", "not a URL"),
+        ] {
+            let error = check_url(bad).unwrap_err().to_string();
+            assert!(error.contains(says), "{bad}: {error}");
+            assert!(
+                error.contains("redis://") || bad.starts_with("file"),
+                "{error}"
+            );
+            assert!(!error.contains("secret"), "{error}");
+        }
     }
 }

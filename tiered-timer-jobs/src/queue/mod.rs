@@ -60,6 +60,7 @@ mod schedule;
 use self::on_redis::resolve_partitions;
 #[cfg(feature = "redis")]
 pub(crate) use self::on_redis::{arg, parse};
+pub(crate) use builder::check_url;
 pub use builder::Builder;
 
 /// The latest due time a job may have, in ms since the Unix epoch: 2^52,
