@@ -192,9 +192,12 @@ impl App {
                 return Ok(queue.clone());
             }
         }
+        // A look registers nothing (`register(false)`), even a queue
+        // found by its keys alone.
         let mut builder = Queue::builder(&self.redis.url, name)
             .partitions(partitions)
-            .command_timeout(self.redis.timeout);
+            .command_timeout(self.redis.timeout)
+            .register(false);
         if self.redis.cluster {
             builder = builder.cluster();
         }
