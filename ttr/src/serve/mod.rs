@@ -52,7 +52,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:7878")]
     listen: SocketAddr,
     /// Allow actions (requeue, purge, cancel, promote) to whoever gives
-    /// this token; without it the dashboard is read-only.
+    /// this token, in an `Authorization: Bearer` header or on the login
+    /// page; without it the dashboard is read-only.
     #[arg(long, env = "TTR_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// How often the pages reload themselves.
@@ -184,7 +185,7 @@ impl App {
             .find(|q| q.name == name)
             .map(|q| q.partitions)
         else {
-            return Err(format!("no queue named {name:?} on this Redis"));
+            return Err(format!("no queue named {name:?} in this store"));
         };
         let mut known = self.known.lock().await;
         if let Some((p, queue)) = known.handles.get(name) {
@@ -366,7 +367,7 @@ async fn queue_page(
     let query = fields(query.unwrap_or_default().as_bytes());
     match app.queues().await {
         Ok(found) if !found.iter().any(|q| q.name == name) => {
-            return refuse(StatusCode::NOT_FOUND, "no such queue on this Redis")
+            return refuse(StatusCode::NOT_FOUND, "no such queue in this store")
         }
         Ok(_) => {}
         Err(e) => return failed(&e),
