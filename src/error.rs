@@ -1,6 +1,7 @@
 //! Error types.
 
 use std::fmt;
+use std::time::Duration;
 
 /// Returned by a [`Timeout`](crate::Timeout) whose deadline passed before
 /// its future completed.
@@ -95,3 +96,61 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// Why [`Builder::try_build`](crate::Builder::try_build) could not build a
+/// timer: a setting out of range, or no runtime to run its driver on.
+///
+/// [`Builder::build`](crate::Builder::build) panics with the same message.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tiered_timer::{error::BuildError, Timer};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let error = Timer::builder().tick(Duration::ZERO).try_build().unwrap_err();
+/// assert_eq!(error, BuildError::Tick(Duration::ZERO));
+/// assert_eq!(error.to_string(), "tick must be at least 1 µs, got 0ns");
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// [`tick`](crate::Builder::tick) is under 1 µs or over `u64::MAX`
+    /// nanoseconds (about 584 years): the wheel counts ticks in a `u64`
+    /// of nanoseconds.
+    Tick(Duration),
+    /// [`wheel_size`](crate::Builder::wheel_size) is outside 2..=2^20:
+    /// each wheel allocates this many slots.
+    WheelSize(usize),
+    /// Not called from the context of a tokio runtime, which runs the
+    /// timer's driver task.
+    NoRuntime,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Tick(tick) if *tick < Duration::from_micros(1) => {
+                write!(f, "tick must be at least 1 µs, got {tick:?}")
+            }
+            BuildError::Tick(tick) => write!(
+                f,
+                "tick must be at most u64::MAX nanoseconds (about 584 years), got {tick:?}"
+            ),
+            BuildError::WheelSize(size) => write!(
+                f,
+                "wheel_size must be between 2 and {}, got {size}",
+                crate::timer::MAX_WHEEL_SIZE
+            ),
+            BuildError::NoRuntime => f.write_str(
+                "`Builder::build` must be called from the context of a Tokio 1.x runtime, which \
+                 runs the timer's driver task",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}

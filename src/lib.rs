@@ -231,7 +231,7 @@ pub use crate::delay_queue::DelayQueue;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use crate::driver::loom_api as __loom;
-pub use crate::error::Error;
+pub use crate::error::{BuildError, Error};
 #[cfg(all(feature = "hyper", not(loom)))]
 #[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 pub use crate::hyper_timer::HyperTimer;

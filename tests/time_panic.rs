@@ -175,6 +175,22 @@ fn build_with_bad_configuration() {
     assert_panics_here("wheel_size 2^20 + 1", || {
         drop(Timer::builder().wheel_size((1 << 20) + 1).build())
     });
+    assert_panics_here("tick zero", || {
+        drop(Timer::builder().tick(Duration::ZERO).build())
+    });
+    assert_panics_here("wheel_size 0", || {
+        drop(Timer::builder().wheel_size(0).build())
+    });
+}
+
+/// `try_build` returns what `build` panics with, except the missing time
+/// driver, which tokio gives no way to detect: that stays tokio's panic,
+/// at the caller's line.
+#[test]
+fn try_build_without_time_driver() {
+    assert_panics_here("Builder::try_build", || {
+        on_runtime_without_time(|| drop(Timer::builder().try_build()))
+    });
 }
 
 /// A custom clock without tokio's time driver: a `Timer` built on a

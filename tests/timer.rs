@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use support::{ms, panic_message};
-use tiered_timer::{Handle, Instant, Sleep, Timer};
+use tiered_timer::{BuildError, Handle, Instant, Sleep, Timer};
 use tokio::time;
 use tokio_test::{assert_pending, assert_ready, task};
 
@@ -46,6 +46,47 @@ async fn huge_wheel_size_is_rejected() {
 #[should_panic(expected = "tick must be at most")]
 async fn huge_tick_is_rejected() {
     let _ = Timer::builder().tick(Duration::MAX).build();
+}
+
+/// `try_build` says which setting is wrong, with the message `build`
+/// panics with, and builds nothing; a good configuration builds a timer
+/// that works.
+#[tokio::test(start_paused = true)]
+async fn try_build_returns_typed_errors_instead_of_panicking() {
+    for (builder, expected) in [
+        (
+            Timer::builder().tick(Duration::ZERO),
+            BuildError::Tick(Duration::ZERO),
+        ),
+        (
+            Timer::builder().tick(Duration::MAX),
+            BuildError::Tick(Duration::MAX),
+        ),
+        (Timer::builder().wheel_size(0), BuildError::WheelSize(0)),
+        (
+            Timer::builder().wheel_size(usize::MAX),
+            BuildError::WheelSize(usize::MAX),
+        ),
+    ] {
+        let error = builder.clone().try_build().unwrap_err();
+        assert_eq!(error, expected);
+        let panic =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(builder.build())))
+                .unwrap_err();
+        assert_eq!(panic_message(&*panic), format!("tiered-timer: {error}"));
+    }
+    let timer = Timer::builder().tick(ms(10)).try_build().unwrap();
+    let start = Instant::now();
+    timer.handle().sleep(ms(25)).await;
+    assert_eq!(start.elapsed(), ms(30));
+}
+
+#[test]
+fn try_build_outside_a_runtime_is_an_error() {
+    assert_eq!(
+        Timer::builder().try_build().unwrap_err(),
+        BuildError::NoRuntime
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::driver::{Config, Lifetime, Shared};
+use crate::error::BuildError;
 use crate::sync::Arc;
 
 use super::{Handle, Timer, MAX_WHEEL_SIZE};
@@ -32,8 +33,9 @@ pub struct Builder {
 impl Builder {
     /// Sets the width of one slot of the finest wheel: timers fire at the
     /// first multiple of `tick` (since the timer was built) at or after their
-    /// deadline. Default: 250 µs. Must be at least 1 µs; checked by
-    /// [`build`](Builder::build).
+    /// deadline. Default: 250 µs. Must be at least 1 µs and at most
+    /// `u64::MAX` nanoseconds; checked by [`try_build`](Builder::try_build)
+    /// and [`build`](Builder::build).
     ///
     /// With tokio's clock the driver waits on tokio's sleeps, which fall on
     /// tokio's own 1 ms grid, so a timer fires at the first point of that
@@ -61,7 +63,8 @@ impl Builder {
     /// Sets the number of slots per wheel. The finest wheel spans
     /// `tick * wheel_size`; each overflow wheel, created when first needed,
     /// spans `wheel_size` times the one below. Default: 64. Must be between 2
-    /// and 2^20; checked by [`build`](Builder::build).
+    /// and 2^20; checked by [`try_build`](Builder::try_build) and
+    /// [`build`](Builder::build).
     ///
     /// # Examples
     ///
@@ -136,12 +139,20 @@ impl Builder {
 
     /// Builds the timer and spawns its driver task on the current runtime.
     ///
+    /// [`try_build`](Builder::try_build) returns the same problems as an
+    /// error instead: use it where the settings come from outside (a
+    /// configuration file); `build` is for settings written in the code,
+    /// as tokio's builders' documented panics are.
+    ///
     /// # Panics
     ///
-    /// If the tick is under 1 µs or over `u64::MAX` nanoseconds, if the wheel
-    /// size is outside 2..=2^20, or if called outside a tokio runtime or on
-    /// one built without its time driver (`enable_time`) while the clock is
-    /// tokio's. The panic reports the caller's location.
+    /// With the message of the [`BuildError`] that
+    /// [`try_build`](Builder::try_build) would return: if the tick is
+    /// under 1 µs or over `u64::MAX` nanoseconds, if the wheel size is
+    /// outside 2..=2^20, or if called outside a tokio runtime. And, as
+    /// `try_build`, on a runtime built without its time driver
+    /// (`enable_time`) while the clock is tokio's. The panic reports the
+    /// caller's location.
     ///
     /// # Examples
     ///
@@ -155,27 +166,54 @@ impl Builder {
     #[track_caller]
     #[must_use = "a timer ends when it and every handle and future of it are dropped"]
     pub fn build(self) -> Timer {
-        let Config {
-            tick, wheel_size, ..
-        } = self.config;
-        assert!(
-            tick >= Duration::from_micros(1),
-            "tiered-timer: tick must be at least 1 µs, got {tick:?}"
-        );
-        assert!(
-            tick.as_nanos() <= u128::from(u64::MAX),
-            "tiered-timer: tick must be at most u64::MAX nanoseconds, got {tick:?}"
-        );
-        assert!(
-            (2..=MAX_WHEEL_SIZE).contains(&wheel_size),
-            "tiered-timer: wheel_size must be between 2 and {MAX_WHEEL_SIZE}, got {wheel_size}"
-        );
-        let runtime = match crate::rt::Runtime::try_current() {
-            Some(runtime) => runtime,
-            None => panic!(
-                "tiered-timer: `Builder::build` must be called from the context of a Tokio 1.x \
-                 runtime, which runs the timer's driver task"
-            ),
+        match self.try_build() {
+            Ok(timer) => timer,
+            Err(error) => panic!("tiered-timer: {error}"),
+        }
+    }
+
+    /// Builds the timer and spawns its driver task on the current runtime,
+    /// or says which setting is out of range.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Tick`] if the tick is under 1 µs or over `u64::MAX`
+    /// nanoseconds, [`BuildError::WheelSize`] if the wheel size is outside
+    /// 2..=2^20, [`BuildError::NoRuntime`] if called outside a tokio
+    /// runtime. Nothing is spawned then.
+    ///
+    /// # Panics
+    ///
+    /// On a runtime built without its time driver (`enable_time`) while
+    /// the clock is tokio's: tokio offers no way to ask whether it has
+    /// one, so its own panic stands, as its `sleep`'s does. The panic
+    /// reports the caller's location.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tiered_timer::{BuildError, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let tick = Duration::ZERO; // read from a configuration file, say
+    /// match Timer::builder().tick(tick).try_build() {
+    ///     Ok(timer) => drop(timer),
+    ///     Err(BuildError::Tick(tick)) => eprintln!("bad tick in the config: {tick:?}"),
+    ///     Err(other) => eprintln!("cannot build the timer: {other}"),
+    /// }
+    /// assert_eq!(
+    ///     Timer::builder().wheel_size(0).try_build().unwrap_err(),
+    ///     BuildError::WheelSize(0)
+    /// );
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn try_build(self) -> Result<Timer, BuildError> {
+        self.check()?;
+        let Some(runtime) = crate::rt::Runtime::try_current() else {
+            return Err(BuildError::NoRuntime);
         };
         let config = Config {
             shards: runtime.workers(),
@@ -184,8 +222,22 @@ impl Builder {
         let (shared, driver) =
             Shared::new(config, self.clock, Some(runtime.clone()), Lifetime::Owners);
         runtime.spawn(driver);
-        Timer {
+        Ok(Timer {
             handle: Handle { shared },
+        })
+    }
+
+    /// Checks the settings (see [`try_build`](Builder::try_build)).
+    fn check(&self) -> Result<(), BuildError> {
+        let Config {
+            tick, wheel_size, ..
+        } = self.config;
+        if tick < Duration::from_micros(1) || tick.as_nanos() > u128::from(u64::MAX) {
+            return Err(BuildError::Tick(tick));
         }
+        if !(2..=MAX_WHEEL_SIZE).contains(&wheel_size) {
+            return Err(BuildError::WheelSize(wheel_size));
+        }
+        Ok(())
     }
 }

@@ -16,7 +16,7 @@ pub use self::builder::Builder;
 pub use self::handle::Handle;
 
 /// The largest accepted `wheel_size`: each level allocates this many buckets.
-const MAX_WHEEL_SIZE: usize = 1 << 20;
+pub(crate) const MAX_WHEEL_SIZE: usize = 1 << 20;
 
 /// The default `wheel_size`, also that of a `DelayQueue` made without a
 /// timer.

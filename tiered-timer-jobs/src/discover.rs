@@ -91,6 +91,7 @@ pub async fn find_queues(
     cluster: bool,
     timeout: Duration,
 ) -> Result<Vec<QueueInfo>, Error> {
+    crate::queue::check_url(url)?;
     if url.starts_with("file://") {
         return local_queues(url);
     }
@@ -224,7 +225,7 @@ async fn within<T>(
     match tiered_timer::timeout(timeout, future).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) if error.is_timeout() => Err(Error::Timeout { after: timeout }),
-        Ok(Err(error)) => Err(Error::Redis(error)),
+        Ok(Err(error)) => Err(Error::from(error)),
         Err(_) => Err(Error::Timeout { after: timeout }),
     }
 }

@@ -17,9 +17,12 @@ use crate::job::JobId;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The Redis URL could not be parsed or names an unsupported scheme.
+    /// The URL could not be parsed, names a scheme that is neither an
+    /// embedded store's (`file://`) nor a Redis', or is `file://` without
+    /// a directory. The reason lists the accepted schemes.
     InvalidUrl {
-        /// Why the `redis` crate rejected it.
+        /// What is wrong with it (the URL itself is not repeated: it may
+        /// hold a password).
         reason: String,
     },
     /// The queue name is empty, longer than 200 bytes, or contains `{`,
@@ -35,12 +38,20 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// A setting is out of range: in the [`Builder`](crate::Builder) (a
-    /// zero lease, zero attempts, zero partitions...), or a zero or
-    /// too-long lease passed to
-    /// [`Job::extend_lease`](crate::Job::extend_lease).
+    /// A setting of the [`Builder`](crate::Builder) is out of range (a
+    /// zero or too-long lease, zero attempts, zero partitions...).
     InvalidConfig {
         /// Which setting, and why.
+        reason: &'static str,
+    },
+    /// An argument of one call is out of range: a zero or too-long lease
+    /// passed to [`Job::extend_lease`](crate::Job::extend_lease) (the same
+    /// limit, and the same reason, as
+    /// [`Builder::lease`](crate::Builder::lease)'s), or a page that
+    /// [`Queue::list`](crate::Queue::list) cannot serve. The queue's
+    /// settings are fine.
+    InvalidArgument {
+        /// Which argument, and why.
         reason: &'static str,
     },
     /// The payload is larger than the queue's limit
@@ -81,10 +92,17 @@ pub enum Error {
     /// reason).
     #[cfg(feature = "redis")]
     Redis(redis::RedisError),
+    /// Something answered at the URL's address, but not in the Redis
+    /// protocol: another server listens on that port (an HTTP server, a
+    /// TLS port given a `redis://` URL...). The `redis` crate's parse error
+    /// is the [source](std::error::Error::source).
+    #[cfg(feature = "redis")]
+    NotRedis(redis::RedisError),
     /// The queue's partition count, recorded in Redis at its first
-    /// connect, is not the one this handle was built with
-    /// ([`Builder::partitions`](crate::Builder::partitions)): its jobs are
-    /// under other hash tags, and this handle would see none of them.
+    /// connect, is not the one this handle asked for with
+    /// [`Builder::partitions`](crate::Builder::partitions): its jobs are
+    /// under other hash tags, and this handle would see none of them. (A
+    /// handle that asks for no count adopts the recorded one.)
     PartitionMismatch {
         /// The queue.
         queue: String,
@@ -92,6 +110,14 @@ pub enum Error {
         recorded: u32,
         /// The count this handle was built with.
         configured: u32,
+    },
+    /// A handle built with [`Builder::register(false)`](crate::Builder::register)
+    /// (a look, as `ttr`'s) found no queue of that name: not in the
+    /// registry and no keys on Redis, no log in a `file://` store. Nothing
+    /// was created.
+    NoSuchQueue {
+        /// The name asked for.
+        queue: String,
     },
     /// A write ran on the master but `WAIT` counted fewer replicas than
     /// [`Builder::replicas`](crate::Builder::replicas) asks for within the
@@ -160,12 +186,13 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::InvalidUrl { reason } => write!(f, "invalid Redis URL: {reason}"),
+            Error::InvalidUrl { reason } => write!(f, "invalid URL: {reason}"),
             Error::InvalidQueueName { name, reason } => {
                 write!(f, "invalid queue name {name:?}: {reason}")
             }
             Error::InvalidJobId { reason } => write!(f, "invalid job id: {reason}"),
             Error::InvalidConfig { reason } => write!(f, "invalid queue configuration: {reason}"),
+            Error::InvalidArgument { reason } => write!(f, "invalid argument: {reason}"),
             Error::PayloadTooLarge { len, limit } => {
                 write!(
                     f,
@@ -188,6 +215,11 @@ impl fmt::Display for Error {
             }
             #[cfg(feature = "redis")]
             Error::Redis(error) => write!(f, "Redis error: {error}"),
+            #[cfg(feature = "redis")]
+            Error::NotRedis(_) => f.write_str(
+                "the server does not speak the Redis protocol: is another server (HTTP?) on that \
+                 port, or does it want TLS (rediss://)?",
+            ),
             Error::PartitionMismatch {
                 queue,
                 recorded,
@@ -195,8 +227,13 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "queue {queue} has {recorded} partition(s) (recorded in Redis at its first connect), \
-                 but this handle was built with {configured}: use partitions({recorded}) \
-                 (ttr: --partitions {recorded})"
+                 but this handle asked for {configured}: use partitions({recorded}), or leave \
+                 partitions unset to adopt the recorded count"
+            ),
+            Error::NoSuchQueue { queue } => write!(
+                f,
+                "no queue named {queue} exists (a handle built with register(false) opens only \
+                 an existing queue)"
             ),
             Error::NotReplicated {
                 replicas,
@@ -242,7 +279,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             #[cfg(feature = "redis")]
-            Error::Redis(error) => Some(error),
+            Error::Redis(error) | Error::NotRedis(error) => Some(error),
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
@@ -252,7 +289,21 @@ impl std::error::Error for Error {
 #[cfg(feature = "redis")]
 impl From<redis::RedisError> for Error {
     fn from(error: redis::RedisError) -> Error {
-        Error::Redis(error)
+        Error::not_redis(Error::Redis(error))
+    }
+}
+
+#[cfg(feature = "redis")]
+impl Error {
+    /// `error`, or [`Error::NotRedis`] if it is a reply the `redis` crate
+    /// could not parse: a Redis never sends one, another server does.
+    pub(crate) fn not_redis(error: Error) -> Error {
+        match error {
+            Error::Redis(error) if error.kind() == redis::ErrorKind::Parse => {
+                Error::NotRedis(error)
+            }
+            error => error,
+        }
     }
 }
 

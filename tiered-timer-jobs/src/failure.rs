@@ -35,7 +35,7 @@ use crate::error::Error;
 use crate::job::{Job, JobId};
 #[cfg(feature = "redis")]
 use crate::queue::arg;
-use crate::queue::{millis_up, Backend, Inner, MAX_DEADLINE_MS};
+use crate::queue::{millis_up, Backend, Inner, MAX_SPAN_MS};
 #[cfg(feature = "redis")]
 use crate::scripts;
 
@@ -251,7 +251,7 @@ impl Inner {
             Action::Retry(delay) => ("r", millis_up(delay)),
             Action::Bury => ("b", 0),
         };
-        if delay > MAX_DEADLINE_MS / 2 {
+        if delay > MAX_SPAN_MS {
             return Err(Error::InvalidDeadline);
         }
         match &self.backend {

@@ -357,7 +357,7 @@ impl Queue {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a `limit` of 0 or above 1 000, or a
+    /// [`Error::InvalidArgument`] for a `limit` of 0 or above 1 000, or a
     /// partitioned page ending past 10 000; [`Error::Timeout`] or
     /// [`Error::Redis`].
     ///
@@ -376,7 +376,7 @@ impl Queue {
     /// ```
     pub async fn list(&self, listing: Listing, offset: usize, limit: usize) -> Result<Page, Error> {
         if limit == 0 || limit > MAX_PAGE {
-            return Err(Error::InvalidConfig {
+            return Err(Error::InvalidArgument {
                 reason: "a page holds 1 to 1000 jobs",
             });
         }
@@ -407,7 +407,7 @@ impl Queue {
         }
         let end = offset.saturating_add(limit);
         if end > MAX_PARTITIONED_END {
-            return Err(Error::InvalidConfig {
+            return Err(Error::InvalidArgument {
                 reason: "on a partitioned queue, a page must end within the first 10 000 jobs",
             });
         }

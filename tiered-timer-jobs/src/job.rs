@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::queue::{millis_up, Inner, MAX_DEADLINE_MS};
+use crate::queue::{millis_up, Inner, LEASE_RANGE, MAX_SPAN_MS};
 
 /// A job's id: a string, unique within its queue.
 ///
@@ -594,7 +594,8 @@ impl Job {
     ///
     /// [`Error::LeaseExpired`] if the lease was lost (it ran out, the job
     /// was redelivered, or acked by the next holder); nothing changed.
-    /// [`Error::InvalidConfig`] if `lease` is zero or beyond 2^51 ms.
+    /// [`Error::InvalidArgument`] if `lease` is zero or beyond 2^51 ms (the
+    /// limit of [`Builder::lease`](crate::Builder::lease)).
     /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
     /// reached (the renewal may or may not have happened).
     ///
@@ -615,9 +616,9 @@ impl Job {
     /// ```
     pub async fn extend_lease(&self, lease: Duration) -> Result<(), Error> {
         let lease_ms = millis_up(lease);
-        if lease_ms == 0 || lease_ms > MAX_DEADLINE_MS / 2 {
-            return Err(Error::InvalidConfig {
-                reason: "a lease must be at least 1 ms and at most 2^51 ms",
+        if lease_ms == 0 || lease_ms > MAX_SPAN_MS {
+            return Err(Error::InvalidArgument {
+                reason: LEASE_RANGE,
             });
         }
         let sent = Instant::now();

@@ -27,7 +27,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | [`QUEUES`] (`ttr:queues`) | hash | queue name → its partition count, recorded by the queue's first connect (every later handle must use the same count), so that `ttr` and its dashboard find every queue and how it is partitioned |
+//! | [`QUEUES`] (`ttr:queues`) | hash | queue name → its partition count, recorded by the queue's first connect (every later handle adopts it, or must ask for the same count), so that `ttr` and its dashboard find every queue and how it is partitioned |
 
 use crate::error::Error;
 

@@ -163,7 +163,9 @@
 //! a Redis Cluster's nodes): a job's partition is a hash of its id; each
 //! partition has its own chain of batons, and a worker waits on all of
 //! them (one `BZPOPMIN` over all markers on one Redis, one per partition
-//! on a cluster, so a dead node stops only its own partitions).
+//! on a cluster, so a dead node stops only its own partitions). The count
+//! is recorded by the queue's first connect; a handle that sets none
+//! adopts it.
 //!
 //! # The embedded store
 //!

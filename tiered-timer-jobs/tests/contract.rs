@@ -78,6 +78,7 @@ on_both_backends!(
     schedule_with_id_is_idempotent_while_pending_or_leased,
     cancel_only_a_pending_job,
     bad_input_is_a_typed_error_and_writes_nothing,
+    a_lease_has_one_limit_for_the_queue_and_for_each_call,
     schedule_many_schedules_every_job,
     schedule_many_counts_every_delay_from_one_now,
     next_batch_claims_due_jobs_in_due_order,
@@ -439,6 +440,51 @@ async fn bad_input_is_a_typed_error_and_writes_nothing(store: Store) {
     job.ack().await.unwrap();
 }
 
+/// `Builder::lease` and `Job::extend_lease` take the same range, 1 ms to
+/// 2^51 ms (a lease is added to the clock's now, and a leased job's score,
+/// 2^52 + its expiry, must stay exact), and say so in the same words; a
+/// call's argument is not called the queue's configuration.
+async fn a_lease_has_one_limit_for_the_queue_and_for_each_call(store: Store) {
+    let url = store.url();
+    let longest = Duration::from_millis(1 << 51);
+    let too_long = [longest + Duration::from_millis(1), Duration::MAX];
+    let mut reasons = Vec::new();
+    for lease in too_long {
+        match Queue::builder(&url, "q").lease(lease).connect().await {
+            Err(Error::InvalidConfig { reason }) => reasons.push(reason),
+            other => panic!("lease({lease:?}): {other:?}"),
+        }
+    }
+    // The longest lease is a lease like any other.
+    let queue = Queue::builder(&url, "q")
+        .lease(longest)
+        .connect()
+        .await
+        .unwrap();
+    queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
+    let job = next(&queue).await;
+    job.extend_lease(longest).await.unwrap();
+    for lease in too_long {
+        match job.extend_lease(lease).await {
+            Err(error @ Error::InvalidArgument { reason }) => {
+                reasons.push(reason);
+                assert!(
+                    !error.to_string().contains("configuration"),
+                    "a call's argument: {error}"
+                );
+            }
+            other => panic!("extend_lease({lease:?}): {other:?}"),
+        }
+    }
+    assert!(
+        reasons
+            .iter()
+            .all(|r| *r == reasons[0] && r.contains("2^51 ms")),
+        "{reasons:?}"
+    );
+    job.ack().await.unwrap();
+}
+
 async fn schedule_many_schedules_every_job(store: Store) {
     let queue = store.queue(Duration::from_secs(30), 3).await;
     let ids = queue
@@ -720,7 +766,7 @@ async fn extend_lease_and_keep_alive_hold_a_job_past_its_lease(store: Store) {
     );
     assert!(matches!(
         job.extend_lease(Duration::ZERO).await,
-        Err(Error::InvalidConfig { .. })
+        Err(Error::InvalidArgument { .. })
     ));
     job.ack().await.unwrap();
 }
@@ -821,7 +867,7 @@ async fn operator_calls_see_and_change_every_state(store: Store) {
     assert_eq!(queue.list(Listing::Due, 0, 10).await.unwrap().total, 1);
     assert!(matches!(
         queue.list(Listing::Waiting, 0, 0).await,
-        Err(Error::InvalidConfig { .. })
+        Err(Error::InvalidArgument { .. })
     ));
 
     let job = next(&queue).await;

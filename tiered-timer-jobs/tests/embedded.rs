@@ -78,10 +78,8 @@ async fn redis_only_settings_are_refused_where_they_would_change_meaning() {
     }
     // Looking (`register(false)`, as `ttr` does) creates no queue.
     match Queue::builder(&url, "q").register(false).connect().await {
-        Err(Error::Io { source, .. }) => {
-            assert_eq!(source.kind(), std::io::ErrorKind::NotFound)
-        }
-        other => panic!("expected NotFound, got {other:?}"),
+        Err(Error::NoSuchQueue { queue }) => assert_eq!(queue, "q"),
+        other => panic!("expected NoSuchQueue, got {other:?}"),
     }
     assert!(
         tiered_timer_jobs::find_queues(&url, false, Duration::from_secs(1))

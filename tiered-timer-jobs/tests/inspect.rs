@@ -172,13 +172,12 @@ async fn queues_are_found_with_their_partitions() {
     // A queue whose keys exist but that no producer registered (an older
     // producer): found by its keys, partitions from its highest tag.
     server.cli(&["ZADD", "ttr:{legacy#2}:due", "1", "a"]);
-    // A queue only opened by an operator's tool (which does not register)
-    // is not registered.
-    let _peek = Queue::builder(&url, "typo")
-        .register(false)
-        .connect()
-        .await
-        .unwrap();
+    // A look by an operator's tool (which does not register) at a name
+    // that is no queue fails, and registers nothing.
+    assert!(matches!(
+        Queue::builder(&url, "typo").register(false).connect().await,
+        Err(tiered_timer_jobs::Error::NoSuchQueue { .. })
+    ));
 
     let found = find_queues(&url, false, Duration::from_secs(5))
         .await

@@ -239,11 +239,11 @@ async fn extend_after_the_lease_is_lost_fails_clearly() {
 
     assert!(matches!(
         job.extend_lease(Duration::ZERO).await,
-        Err(Error::InvalidConfig { .. })
+        Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
         job.extend_lease(Duration::MAX).await,
-        Err(Error::InvalidConfig { .. })
+        Err(Error::InvalidArgument { .. })
     ));
     job.extend_lease(Duration::from_millis(150))
         .await

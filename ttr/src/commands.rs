@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Value};
 use tiered_timer_jobs::{find_queues, JobId, JobInfo, JobState, Listing, Page, Queue, Stats};
 
+use crate::confirm::confirm;
 use crate::text::{payload, safe, table};
-use crate::{failure, human, Command, Failure, ListArgs, RedisArgs, Target};
+use crate::{failure, human, Command, Confirm, Failure, ListArgs, RedisArgs, Target};
 
 /// How to print.
 #[derive(Debug, Clone, Copy)]
@@ -73,8 +74,27 @@ pub(crate) async fn run(
         Command::Purge(target) => {
             act_on_dead(queue, "purge", target, redis, out).await?;
         }
-        Command::Cancel { id, .. } => {
+        Command::Cancel {
+            id, confirm: asked, ..
+        } => {
             let id = JobId::from(id);
+            if !asked.yes {
+                let Some(job) = queue.job(&id).await.map_err(fail)? else {
+                    return one_action(out, &name, "cancel", &id, false, String::new(), "waiting");
+                };
+                if job.state != JobState::Waiting {
+                    return one_action(out, &name, "cancel", &id, false, String::new(), "waiting");
+                }
+                let due = job
+                    .due
+                    .map(|due| format!(", due {},", relative(due, job.redis_time)))
+                    .unwrap_or_default();
+                let what = format!(
+                    "cancel the waiting job {} of {name}{due} so that it is never delivered",
+                    safe(id.as_str())
+                );
+                confirm(asked, "cancel", &what).await?;
+            }
             let done = queue.cancel(&id).await.map_err(fail)?;
             let text = format!(
                 "cancelled {} in {name}: it will never be delivered\n",
@@ -133,6 +153,7 @@ async fn act_on_dead(
     let requeue = action == "requeue";
     match target.id {
         None => {
+            confirm_all(queue, requeue, target.confirm, redis).await?;
             let n = if requeue {
                 queue.requeue_all().await
             } else {
@@ -153,6 +174,29 @@ async fn act_on_dead(
         }
         Some(id) => {
             let id = JobId::from(id);
+            if !requeue && !target.confirm.yes {
+                let dead = queue
+                    .job(&id)
+                    .await
+                    .map_err(fail)?
+                    .is_some_and(|job| job.state == JobState::Dead);
+                if !dead {
+                    return one_action(
+                        out,
+                        &name,
+                        action,
+                        &id,
+                        false,
+                        String::new(),
+                        "a dead letter",
+                    );
+                }
+                let what = format!(
+                    "delete the dead letter {} of {name} for good",
+                    safe(id.as_str())
+                );
+                confirm(target.confirm, "purge", &what).await?;
+            }
             let done = if requeue {
                 queue.requeue(&id).await
             } else {
@@ -172,6 +216,43 @@ async fn act_on_dead(
     }
 }
 
+/// Asks before `requeue --all` or `purge --all`, saying how many dead
+/// letters it would change (nothing to ask when there are none).
+async fn confirm_all(
+    queue: &Queue,
+    requeue: bool,
+    asked: Confirm,
+    redis: &RedisArgs,
+) -> Result<(), Failure> {
+    if asked.yes {
+        return Ok(());
+    }
+    let dead = queue
+        .stats()
+        .await
+        .map_err(|e| failure(&redis.url, e))?
+        .dead;
+    if dead == 0 {
+        return Ok(());
+    }
+    let name = queue.name();
+    let (command, what) = if requeue {
+        (
+            "requeue --all",
+            format!(
+                "move all {dead} dead letter(s) of {name} back to the waiting jobs, due now, \
+                 their attempts reset"
+            ),
+        )
+    } else {
+        (
+            "purge --all",
+            format!("delete all {dead} dead letter(s) of {name} for good"),
+        )
+    };
+    confirm(asked, command, &what).await
+}
+
 async fn list(
     queue: &Queue,
     listing: Listing,
@@ -185,7 +266,7 @@ async fn list(
         .map_err(|e| failure(&redis.url, e))?;
     let name = queue.name().to_owned();
     out.print(
-        || show_page(&name, listing, &page, redis.partitions > 1),
+        || show_page(&name, listing, &page, queue.partitions() > 1),
         || page_json(&name, listing, &page),
     );
     Ok(())
@@ -238,7 +319,10 @@ pub(crate) async fn queues(redis: &RedisArgs, out: Output) -> Result<(), Failure
     ]];
     let mut docs = Vec::new();
     for info in &found {
-        let queue = crate::connect_with(redis, &info.name, info.partitions).await?;
+        // A registered queue's handle adopts its recorded count; one found
+        // by its keys alone is opened with the count they show.
+        let partitions = (!info.registered).then_some(info.partitions);
+        let queue = crate::connect_with(redis, &info.name, partitions).await?;
         let stats = queue.stats().await.map_err(|e| failure(&redis.url, e))?;
         rows.push(vec![
             safe(&info.name),
@@ -455,12 +539,6 @@ pub(crate) fn show_stats(name: &str, stats: &Stats, clock: &str) -> String {
             ]);
         }
         out.push_str(&table(&rows, &[false, true, true, true, true, true, true]));
-    }
-    if stats.pending + stats.leased + stats.dead == 0 && n == 1 {
-        out.push_str(
-            "\n(empty. If the queue's workers use --partitions N, pass the same N here; \
-             `ttr queues` lists the queues found.)\n",
-        );
     }
     out
 }

@@ -7,18 +7,24 @@
 //! ttr dead orders --limit 50
 //! ttr job orders order-17
 //! ttr requeue orders order-17        # or --all
+//! ttr purge orders --all --yes       # asks on a terminal; --yes otherwise
 //! ttr serve --listen 127.0.0.1:7878 --token "$TTR_TOKEN"
 //! ```
 //!
 //! Built only on the library's public API ([`Queue::stats`],
-//! [`Queue::list`], [`Queue::job`], ...). Exit status: 0 done, 1 Redis
-//! could not be reached or the job was not in the state the command needs,
-//! 2 bad usage.
+//! [`Queue::list`], [`Queue::job`], ...); looks open a queue with
+//! `register(false)`, so a misspelled name is an error, never a new
+//! queue. Exit status: 0 done; 1 the store could not be reached, the
+//! queue does not exist, the job was not in the state the command needs,
+//! or a confirmation was declined; 2 bad usage (`failure.rs` says how each
+//! error is worded).
 
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod commands;
+mod confirm;
+mod failure;
 mod human;
 mod serve;
 mod text;
@@ -27,34 +33,38 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use tiered_timer_jobs::{Error, Queue};
+use tiered_timer_jobs::Queue;
+
+pub(crate) use failure::{failure, Failure};
 
 /// Look after tiered-timer-jobs queues: counts, jobs, dead letters, a web
 /// dashboard and Prometheus metrics.
 #[derive(Debug, Parser)]
 #[command(name = "ttr", version, propagate_version = true)]
 #[command(
-    after_help = "Exit status: 0 done; 1 Redis unreachable, or the job is not in the \
-                        state the command needs; 2 bad usage."
+    after_help = "Exit status: 0 done; 1 the store cannot be reached, the queue does not \
+                  exist, the job is not in the state the command needs, or a confirmation \
+                  was declined; 2 bad usage. With --json, errors are one JSON object on \
+                  stderr: {\"error\": {\"kind\", \"message\", \"status\"}}."
 )]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) redis: RedisArgs,
     /// Print JSON instead of text (one document; one line per update
-    /// with `stats --watch`).
+    /// with `stats --watch`); errors are a JSON object on stderr.
     #[arg(long, global = true)]
     pub(crate) json: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
 
-/// Where the queues are.
+/// Where the queues are: the store, a Redis or an embedded store.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct RedisArgs {
-    /// The Redis (`redis://host:port/db`, `rediss://`, `redis+unix://`),
-    /// or an embedded store's directory (`file:///var/lib/app/jobs`; a
-    /// store is open in one process at a time, so look at it while its
-    /// service is stopped).
+    /// The store: a Redis (`redis://host:port/db`, `rediss://`,
+    /// `redis+unix://`), or an embedded store's directory
+    /// (`file:///var/lib/app/jobs`; a store is open in one process at a
+    /// time, so look at it while its service is stopped).
     #[arg(
         long,
         global = true,
@@ -63,20 +73,23 @@ pub(crate) struct RedisArgs {
         default_value = "redis://127.0.0.1:6379/"
     )]
     pub(crate) url: String,
-    /// The queue's partitions, as its workers set them.
-    #[arg(long, global = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub(crate) partitions: u32,
+    /// The queue's partitions (Redis only). Default: the count recorded
+    /// at the queue's first connect; another count is an error that names
+    /// it.
+    #[arg(long, global = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) partitions: Option<u32>,
     /// The URL is a node of a Redis Cluster.
     #[arg(long, global = true)]
     pub(crate) cluster: bool,
-    /// How long to wait for Redis, e.g. `500ms`, `5s`.
+    /// How long to wait for Redis, connecting included, e.g. `500ms`,
+    /// `5s` (not used on a file:// store).
     #[arg(long, global = true, default_value = "5s", value_parser = positive_duration)]
     pub(crate) timeout: Duration,
 }
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Every queue on this Redis, with its counts.
+    /// Every queue in the store, with its counts.
     Queues,
     /// Jobs waiting, due, leased and dead; how late the oldest is.
     Stats {
@@ -102,16 +115,19 @@ pub(crate) enum Command {
     Leased(ListArgs),
     /// Dead letters, newest first, with their last error.
     Dead(ListArgs),
-    /// Move a dead letter back to the waiting jobs, due now.
+    /// Move a dead letter back to the waiting jobs, due now (`--all`
+    /// asks first).
     Requeue(Target),
-    /// Delete a dead letter for good.
+    /// Delete a dead letter for good (asks first).
     Purge(Target),
-    /// Cancel a waiting job: it will never be delivered.
+    /// Cancel a waiting job: it will never be delivered (asks first).
     Cancel {
         /// The queue's name.
         queue: String,
         /// The job's id.
         id: String,
+        #[command(flatten)]
+        confirm: Confirm,
     },
     /// Make a waiting job due now.
     Promote {
@@ -148,6 +164,17 @@ pub(crate) struct Target {
     /// Every dead letter.
     #[arg(long)]
     pub(crate) all: bool,
+    #[command(flatten)]
+    pub(crate) confirm: Confirm,
+}
+
+/// How a command that deletes jobs, or changes many, is confirmed.
+#[derive(Debug, Args, Clone, Copy)]
+pub(crate) struct Confirm {
+    /// Do it without asking. Without it the command asks on a terminal,
+    /// and refuses when stdin is not one (a script, a pipe).
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
 }
 
 fn positive_duration(text: &str) -> Result<Duration, String> {
@@ -158,17 +185,12 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// What went wrong, and the exit status that says so.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// Bad arguments: status 2.
-    Usage(String),
-    /// Something in the world: status 1.
-    Runtime(String),
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse(); // exits 2 on bad usage, 0 for --help and --version
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return bad_command_line(&error),
+    };
+    let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -176,24 +198,32 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("ttr: cannot start the runtime: {e}");
-            return ExitCode::from(1);
+            return Failure::Runtime(format!("cannot start the runtime: {e}")).report(json);
         }
     };
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(message)) => {
-            eprintln!("ttr: {message}\nRun `ttr --help` for usage.");
-            ExitCode::from(2)
-        }
-        Err(Failure::Runtime(message)) => {
-            eprintln!("ttr: {message}");
-            ExitCode::from(1)
-        }
+        Err(failure) => failure.report(json),
+    }
+}
+
+/// clap's verdict on a command line it did not run: help and version
+/// print as clap prints them (status 0); a usage error as clap prints it
+/// (status 2), or, with `--json` on the line, as a JSON error.
+fn bad_command_line(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let json = std::env::args_os()
+        .take_while(|arg| arg != "--")
+        .any(|arg| arg == "--json");
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => error.exit(),
+        _ if json => failure::from_clap(error).report(true),
+        _ => error.exit(),
     }
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
+    failure::check_url(&cli.redis.url)?;
     let out = commands::Output { json: cli.json };
     match cli.command {
         Command::Serve(args) => serve::run(cli.redis, args).await,
@@ -216,24 +246,29 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
-/// Connects to one queue. The library reports a refused connection at
-/// once and a silent one after the timeout, connecting included.
+/// Connects to one queue that exists (else a "no such queue" failure),
+/// with `--partitions` if given, else the queue's recorded count. The
+/// library reports a refused connection at once and a silent one after
+/// the timeout, connecting included.
 pub(crate) async fn connect(redis: &RedisArgs, name: &str) -> Result<Queue, Failure> {
     connect_with(redis, name, redis.partitions).await
 }
 
-/// [`connect`] with a partition count of its own.
+/// [`connect`] with a partition count of its own (`None`: the recorded
+/// one).
 pub(crate) async fn connect_with(
     redis: &RedisArgs,
     name: &str,
-    partitions: u32,
+    partitions: Option<u32>,
 ) -> Result<Queue, Failure> {
-    // Looking at a queue does not register it (`register(false)`); its
-    // partition count is still checked against the recorded one.
+    // Looking at a queue does not create or register it
+    // (`register(false)`): a name that is no queue is an error.
     let mut builder = Queue::builder(&redis.url, name)
-        .partitions(partitions)
         .command_timeout(redis.timeout)
         .register(false);
+    if let Some(partitions) = partitions {
+        builder = builder.partitions(partitions);
+    }
     if redis.cluster {
         builder = builder.cluster();
     }
@@ -248,8 +283,14 @@ pub(crate) async fn probe(url: &str, timeout: Duration) -> Result<(), Failure> {
     if url.starts_with("file://") {
         return Ok(()); // an embedded store: each queue is opened when looked at
     }
-    let client = redis::Client::open(url)
-        .map_err(|e| Failure::Usage(format!("invalid Redis URL {url:?}: {e}")))?;
+    let client = redis::Client::open(url).map_err(|e| {
+        failure(
+            url,
+            tiered_timer_jobs::Error::InvalidUrl {
+                reason: e.to_string(),
+            },
+        )
+    })?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(None);
@@ -261,28 +302,15 @@ pub(crate) async fn probe(url: &str, timeout: Duration) -> Result<(), Failure> {
     };
     match tokio::time::timeout(timeout, ping).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Failure::Runtime(format!(
-            "cannot reach Redis at {url}: {e}"
-        ))),
-        Err(_) => Err(Failure::Runtime(format!(
-            "cannot reach Redis at {url}: no answer within {}",
-            human::duration(timeout)
-        ))),
-    }
-}
-
-/// Bad input is a usage error; anything else means Redis.
-pub(crate) fn failure(url: &str, error: Error) -> Failure {
-    match error {
-        Error::InvalidUrl { .. }
-        | Error::InvalidQueueName { .. }
-        | Error::InvalidJobId { .. }
-        | Error::InvalidConfig { .. }
-        | Error::Unsupported { .. } => Failure::Usage(error.to_string()),
-        error if url.starts_with("file://") => {
-            Failure::Runtime(format!("cannot use the job store at {url}: {error}"))
-        }
-        error => Failure::Runtime(format!("cannot reach Redis at {url}: {error}")),
+        Ok(Err(e)) if e.is_timeout() => Err(failure(
+            url,
+            tiered_timer_jobs::Error::Timeout { after: timeout },
+        )),
+        Ok(Err(e)) => Err(failure(url, e.into())),
+        Err(_) => Err(failure(
+            url,
+            tiered_timer_jobs::Error::Timeout { after: timeout },
+        )),
     }
 }
 
@@ -305,7 +333,8 @@ mod tests {
         let cli = parse("stats orders --url redis://h:1/ --partitions=3 --cluster --timeout 500ms")
             .unwrap();
         assert_eq!(cli.redis.url, "redis://h:1/");
-        assert_eq!(cli.redis.partitions, 3);
+        assert_eq!(cli.redis.partitions, Some(3));
+        assert_eq!(parse("stats orders").unwrap().redis.partitions, None);
         assert!(cli.redis.cluster);
         assert_eq!(cli.redis.timeout, Duration::from_millis(500));
         let cli = parse("--json stats orders --watch").unwrap();
@@ -323,8 +352,23 @@ mod tests {
             Command::Purge(Target {
                 all: true,
                 id: None,
+                confirm: Confirm { yes: false },
                 ..
             })
+        ));
+        assert!(matches!(
+            parse("purge orders --all -y").unwrap().command,
+            Command::Purge(Target {
+                confirm: Confirm { yes: true },
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse("cancel orders a --yes").unwrap().command,
+            Command::Cancel {
+                confirm: Confirm { yes: true },
+                ..
+            }
         ));
     }
 

@@ -28,6 +28,17 @@ pub(crate) fn safe(s: &str) -> String {
     out
 }
 
+/// A store's URL without the credentials it may hold
+/// (`redis://***@host:6379/`), for pages and messages.
+pub(crate) fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
 /// The characters that reorder text (the "Trojan Source" set).
 fn is_bidi(c: char) -> bool {
     matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')

@@ -90,7 +90,7 @@ fn help_version_and_bad_usage() {
         ),
         (
             &["stats", "orders", "--url", "nonsense://x"][..],
-            "invalid Redis URL",
+            "invalid --url",
         ),
     ] {
         let output = ttr(args);
@@ -252,9 +252,16 @@ async fn stats_dead_requeue_and_purge_on_a_real_queue() {
         job.bury(reason).await.unwrap();
     }
     let dead = queue.dead_letters(10).await.unwrap();
-    let output = ttr(&["--url", &url, "purge", "orders", dead[0].id.as_str()]);
+    let output = ttr(&[
+        "--url",
+        &url,
+        "purge",
+        "orders",
+        dead[0].id.as_str(),
+        "--yes",
+    ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let output = ttr(&["--url", &url, "purge", "orders", "--all"]);
+    let output = ttr(&["--url", &url, "purge", "orders", "--all", "--yes"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stdout(&output), "purged 1 dead letter(s) of orders\n");
     assert_eq!(queue.stats().await.unwrap().dead, 0);
@@ -293,19 +300,45 @@ async fn stats_per_partition_and_requeue_all() {
         assert_eq!(cells.last().unwrap(), &p.dead.to_string(), "{row}");
     }
 
-    // Without --partitions: the queue's recorded count is not 1, and the
-    // error says both numbers.
-    let output = ttr(&["--url", &url, "stats", "mail"]);
+    // Without --partitions: the queue's recorded count, the same rows.
+    let adopted = ttr(&["--url", &url, "stats", "mail"]);
+    assert_eq!(adopted.status.code(), Some(0), "{}", stderr(&adopted));
+    let adopted = stdout(&adopted);
+    assert_eq!(
+        (count(&adopted, "pending"), count(&adopted, "dead")),
+        (25, 5),
+        "{adopted}"
+    );
+    assert_eq!(
+        adopted.lines().filter(|l| l.starts_with("mail#")).count(),
+        3,
+        "{adopted}"
+    );
+    let output = ttr(&["--url", &url, "dead", "mail"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).contains("1-5 of 5 dead letter(s) in mail"));
+    // Another count is still an error that says both numbers, in ttr's
+    // words.
+    let output = ttr(&["--url", &url, "--partitions", "2", "stats", "mail"]);
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let message = stderr(&output);
     assert!(
-        stderr(&output).contains("has 3 partition(s)")
-            && stderr(&output).contains("built with 1")
-            && stderr(&output).contains("--partitions 3"),
-        "{}",
-        stderr(&output)
+        message.contains("has 3 partition(s), not 2")
+            && message.contains("--partitions 3")
+            && !message.contains("cannot reach")
+            && !message.contains("partitions("),
+        "{message}"
     );
 
-    let output = ttr(&["--url", &url, "--partitions=3", "requeue", "mail", "--all"]);
+    let output = ttr(&[
+        "--url",
+        &url,
+        "--partitions=3",
+        "requeue",
+        "mail",
+        "--all",
+        "--yes",
+    ]);
     assert_eq!(
         stdout(&output),
         "requeued 5 dead letter(s) of mail: due now\n"
@@ -388,6 +421,7 @@ async fn on_a_cluster_with_partitions_over_its_nodes() {
         "requeue",
         "orders",
         "--all",
+        "--yes",
     ]);
     assert_eq!(
         stdout(&output),
@@ -601,7 +635,7 @@ async fn jobs_are_inspected_listed_cancelled_and_promoted() {
         "{}",
         stderr(&output)
     );
-    let output = cli(&["cancel", "orders", "a"]);
+    let output = cli(&["cancel", "orders", "a", "--yes"]);
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(queue.job(&JobId::from("a")).await.unwrap(), None);
     let output = cli(&["job", "orders", "a"]);
@@ -744,4 +778,300 @@ async fn on_an_embedded_store() {
     // Redis-only flags are usage errors here.
     let partitions = ttr(&["--url", &url, "--partitions", "3", "stats", "orders"]);
     assert_eq!(partitions.status.code(), Some(2), "{}", stderr(&partitions));
+}
+
+/// A misspelled queue is an error that says so (as `ttr job` says a job
+/// is not there), on every command and both backends, and writes nothing;
+/// a registered queue with no jobs is a queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_that_does_not_exist_is_an_error_and_an_empty_one_is_not() {
+    let server = RedisServer::start();
+    let url = server.url();
+    Queue::connect(&url, "orders").await.unwrap();
+    let dir = support::backend::TempDir::new("ttr-no-such-queue");
+    let store = format!("file://{}", dir.0.display());
+    drop(Queue::connect(&store, "orders").await.unwrap());
+
+    for url in [url.as_str(), store.as_str()] {
+        for args in [
+            &["stats", "ordres"][..],
+            &["pending", "ordres"],
+            &["due", "ordres"],
+            &["leased", "ordres"],
+            &["dead", "ordres"],
+            &["job", "ordres", "a"],
+            &["cancel", "ordres", "a", "--yes"],
+            &["promote", "ordres", "a"],
+            &["requeue", "ordres", "--all", "--yes"],
+            &["purge", "ordres", "--all", "--yes"],
+        ] {
+            let mut all = vec!["--url", url];
+            all.extend_from_slice(args);
+            let output = ttr(&all);
+            assert_eq!(
+                output.status.code(),
+                Some(1),
+                "{args:?}: {}",
+                stdout(&output)
+            );
+            assert!(
+                stderr(&output).contains(&format!("no queue named ordres at {url}")),
+                "{args:?}: {}",
+                stderr(&output)
+            );
+            assert!(stdout(&output).is_empty(), "{args:?}: {}", stdout(&output));
+            assert!(
+                !stderr(&output).contains("register("),
+                "{}",
+                stderr(&output)
+            );
+        }
+        let mut all = vec!["--url", url, "--json", "stats", "ordres"];
+        let output = ttr(&all);
+        assert_eq!(output.status.code(), Some(1));
+        assert!(stdout(&output).is_empty(), "{}", stdout(&output));
+        let error: Value = serde_json::from_slice(&output.stderr).unwrap();
+        assert_eq!(error["error"]["kind"], "no_such_queue", "{error}");
+        assert_eq!(error["error"]["status"], 1, "{error}");
+
+        all.truncate(2);
+        all.extend(["stats", "orders"]);
+        let output = ttr(&all);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        assert_eq!(count(&stdout(&output), "pending"), 0);
+    }
+    // Nothing was written for the misspelled name.
+    assert_eq!(server.cli(&["HGET", "ttr:queues", "ordres"]).trim(), "");
+    assert_eq!(server.cli(&["KEYS", "*ordres*"]).trim(), "");
+    assert!(!dir.0.join("ordres.log").exists());
+}
+
+/// The commands that delete jobs or change many (`purge`, `cancel`,
+/// `requeue --all`) ask on a terminal, saying what they will do, and
+/// refuse without `--yes` when nobody can answer; the others do not ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destructive_commands_ask_on_a_terminal_and_need_yes_in_scripts() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::builder(&url, "orders")
+        .max_attempts(1)
+        .connect()
+        .await
+        .unwrap();
+    for i in 0..3 {
+        queue
+            .schedule_with_id(format!("dead-{i}"), Duration::ZERO, "x")
+            .await
+            .unwrap();
+        queue.next().await.unwrap().bury("declined").await.unwrap();
+    }
+    queue
+        .schedule_with_id("waiting", Duration::from_secs(3600), "x")
+        .await
+        .unwrap();
+    let counts = || async {
+        let stats = queue.stats().await.unwrap();
+        (stats.pending, stats.dead)
+    };
+
+    // No terminal (these tests' stdin is not one), no --yes: refused.
+    for (args, says) in [
+        (
+            &["purge", "orders", "--all"][..],
+            "delete all 3 dead letter(s) of orders",
+        ),
+        (
+            &["purge", "orders", "dead-0"],
+            "delete the dead letter dead-0 of orders",
+        ),
+        (
+            &["requeue", "orders", "--all"],
+            "move all 3 dead letter(s) of orders",
+        ),
+        (
+            &["cancel", "orders", "waiting"],
+            "cancel the waiting job waiting of orders",
+        ),
+    ] {
+        let mut all = vec!["--url", url.as_str()];
+        all.extend_from_slice(args);
+        let output = ttr(&all);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+        let message = stderr(&output);
+        assert!(message.contains(says), "{args:?}: {message}");
+        assert!(
+            message.contains("--yes") && message.contains("nothing changed"),
+            "{message}"
+        );
+        assert_eq!(counts().await, (1, 3), "{args:?} changed something");
+    }
+    // With --json the refusal is JSON too.
+    let output = ttr(&["--url", &url, "--json", "purge", "orders", "--all"]);
+    let error: Value = serde_json::from_slice(&output.stderr).unwrap();
+    assert_eq!(
+        (error["error"]["kind"].as_str(), output.status.code()),
+        (Some("usage"), Some(2))
+    );
+
+    // On a terminal: a question on stderr, with the count; "n" (or just
+    // Enter) changes nothing, "y" does it.
+    for answer in ["n", ""] {
+        let (code, screen) = on_a_terminal(&url, "purge orders --all", answer);
+        assert_eq!(code, Some(1), "{screen}");
+        assert!(
+            screen.contains(
+                "This will delete all 3 dead letter(s) of orders for good. Continue? [y/N]"
+            ),
+            "{screen}"
+        );
+        assert!(screen.contains("nothing changed"), "{screen}");
+        assert_eq!(counts().await, (1, 3));
+    }
+    let (code, screen) = on_a_terminal(&url, "purge orders --all", "y");
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(
+        screen.contains("purged 3 dead letter(s) of orders"),
+        "{screen}"
+    );
+    assert_eq!(counts().await, (1, 0));
+    let (code, screen) = on_a_terminal(&url, "cancel orders waiting", "yes");
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(screen.contains("due in 59m"), "{screen}");
+    assert_eq!(counts().await, (0, 0));
+
+    // --yes does it without asking; requeue and promote of one job never ask.
+    queue
+        .schedule_with_id("again", Duration::ZERO, "x")
+        .await
+        .unwrap();
+    queue.next().await.unwrap().bury("declined").await.unwrap();
+    let output = ttr(&["--url", &url, "requeue", "orders", "again"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = ttr(&["--url", &url, "promote", "orders", "again"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = ttr(&["--url", &url, "cancel", "orders", "again", "-y"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(counts().await, (0, 0));
+}
+
+/// Runs `ttr --url URL <command>` on a pseudo-terminal (util-linux'
+/// `script`), typing `answer` and Enter: its exit status and the screen.
+fn on_a_terminal(url: &str, command: &str, answer: &str) -> (Option<i32>, String) {
+    use std::io::Write;
+    let line = format!("{} --url {url} {command}", env!("CARGO_BIN_EXE_ttr"));
+    let mut child = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run script (util-linux)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{answer}\n").as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    (output.status.code(), stdout(&output).replace('\r', ""))
+}
+
+/// Errors say what happened in words: the schemes `--url` takes, a
+/// server that is not Redis, no password repeated, none of the library's
+/// calls; `--json` errors are JSON on stderr.
+#[test]
+fn errors_are_sentences_for_people_and_json_with_json() {
+    let http = support::HttpServer::start();
+    let refused = format!("redis://:hunter2@127.0.0.1:{}/", support::closed_port());
+    for (args, code, says, kind) in [
+        (
+            &["--url", "http://localhost/", "stats", "orders"][..],
+            2,
+            "http:// is not a job store; use file:///",
+            "usage",
+        ),
+        (
+            &["--url", "file://", "stats", "orders"],
+            2,
+            "file:// needs the store's directory",
+            "usage",
+        ),
+        (
+            &["--url", &http.url(), "stats", "orders"],
+            1,
+            "does not speak the Redis protocol",
+            "not_redis",
+        ),
+        (
+            &["--url", &http.url(), "queues"],
+            1,
+            "does not speak the Redis protocol",
+            "not_redis",
+        ),
+        (
+            &["--url", &http.url(), "serve", "--listen", "127.0.0.1:0"],
+            1,
+            "does not speak the Redis protocol",
+            "not_redis",
+        ),
+        (
+            &["--url", &refused, "stats", "orders"],
+            1,
+            "cannot reach Redis at redis://***@127.0.0.1:",
+            "unreachable",
+        ),
+    ] {
+        let output = ttr(args);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(code), "{args:?}: {message}");
+        assert!(message.contains(says), "{args:?}: {message}");
+        for library_words in [
+            "Parse error",
+            "Unexpected",
+            "InvalidClientConfig",
+            "hunter2",
+            "Redis URL",
+        ] {
+            assert!(!message.contains(library_words), "{args:?}: {message}");
+        }
+
+        let mut json = vec!["--json"];
+        json.extend_from_slice(args);
+        let output = ttr(&json);
+        assert_eq!(output.status.code(), Some(code), "{json:?}");
+        assert!(stdout(&output).is_empty(), "{json:?}: {}", stdout(&output));
+        let error: Value = serde_json::from_slice(&output.stderr)
+            .unwrap_or_else(|e| panic!("{json:?}: not JSON ({e}): {}", stderr(&output)));
+        assert_eq!(error["error"]["kind"], kind, "{error}");
+        assert_eq!(error["error"]["status"], code, "{error}");
+        assert!(
+            error["error"]["message"].as_str().unwrap().contains(says),
+            "{error}"
+        );
+    }
+    // clap's own usage errors too.
+    let output = ttr(&["--json", "stats"]);
+    assert_eq!(output.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&output.stderr).unwrap();
+    assert_eq!(error["error"]["kind"], "usage");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("<QUEUE>"),
+        "{error}"
+    );
+
+    // The help says "store" where either backend is meant.
+    let help = stdout(&ttr(&["--help"]));
+    assert!(help.contains("Every queue in the store"), "{help}");
+    assert!(help.contains("1 the store cannot be reached"), "{help}");
+    assert!(!help.contains("Redis unreachable"), "{help}");
+    assert!(help.contains("file:///"), "{help}");
 }

@@ -189,3 +189,30 @@ async fn a_login_sets_a_strict_http_only_cookie_that_allows_actions() {
     let (status, _, _) = request(&address, forged, &form).await;
     assert_eq!(status, 401);
 }
+
+/// What the README shows for scripts: the token in an `Authorization:
+/// Bearer` header and this process' CSRF token (from any page's forms) in
+/// `X-CSRF-Token` allow an action; the CSRF token alone does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bearer_header_with_the_csrf_token_allows_actions() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let orders = Queue::connect(&url, "orders").await.unwrap();
+    orders
+        .schedule_with_id("order-17", Duration::from_secs(3600), "x")
+        .await
+        .unwrap();
+    let (_serve, address) = serve(&url, &["--token", "t0ken"]);
+    let (_, _, page) = request(&address, "GET /login HTTP/1.1", "").await;
+    let csrf = csrf_of(&page);
+    let form = "do=promote:order-17&confirm=yes";
+    let without = format!("POST /queue/orders/action HTTP/1.1\r\nX-CSRF-Token: {csrf}");
+    let (status, _, _) = request(&address, &without, form).await;
+    assert_eq!(status, 401);
+    assert_eq!(orders.stats().await.unwrap().due_now, 0);
+    let with = format!("{without}\r\nAuthorization: Bearer t0ken");
+    let (status, _, body) = request(&address, &with, form).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#"data-changed="1""#), "{body}");
+    assert_eq!(orders.stats().await.unwrap().due_now, 1);
+}

@@ -76,8 +76,7 @@ pub(crate) fn check_exists(dir: &Path, name: &str) -> Result<(), Error> {
         Ok(_) => Ok(()),
         Err(source) => Err(Error::Io {
             path,
-            doing: "looking for the queue's log (a handle with register(false) creates no queue)"
-                .to_owned(),
+            doing: "looking for the queue's log".to_owned(),
             source,
         }),
     }

@@ -34,14 +34,17 @@ pub struct Builder {
     pub(super) replica_timeout: Duration,
     pub(super) prefetch: usize,
     pub(super) register: bool,
-    pub(super) partitions: u32,
+    /// `None`: the count recorded for the queue (1 for a new one).
+    pub(super) partitions: Option<u32>,
     pub(super) cluster: bool,
 }
 
 impl Builder {
     /// How long a delivered job stays claimed by its worker before it is
     /// due again (by Redis' clock). Default 30 s. Rounded up to whole
-    /// milliseconds.
+    /// milliseconds; at least 1 ms and at most 2^51 ms (about 71 000
+    /// years), as for [`Job::extend_lease`](crate::Job::extend_lease):
+    /// [`connect`](Builder::connect) checks it.
     pub fn lease(mut self, lease: Duration) -> Builder {
         self.lease = lease;
         self
@@ -133,29 +136,69 @@ impl Builder {
         self
     }
 
-    /// Whether connecting records the queue's name and partition count in
-    /// the registry `ttr:queues` if none is recorded yet (default `true`).
-    /// Every handle is checked against a recorded count (see
-    /// [`connect`](Builder::connect)); tools that only look at queues
-    /// (`ttr`) pass `false`, so that looking at a name does not make a
-    /// queue appear. (Such a handle records the queue at its first
-    /// successful schedule instead.)
+    /// Whether connecting may create the queue: record its name and
+    /// partition count in the registry `ttr:queues` if none is recorded
+    /// yet (default `true`). Tools that only look at queues (`ttr`) pass
+    /// `false`, so that looking at a name never makes a queue appear.
     ///
-    /// On a `file://` store, where a queue is its log file, `false` opens
-    /// only a queue that exists ([`Error::Io`] with
-    /// [`NotFound`](std::io::ErrorKind::NotFound) otherwise).
+    /// With `false`, [`connect`](Builder::connect) opens only a queue that
+    /// exists, and fails with [`Error::NoSuchQueue`] otherwise: on Redis,
+    /// one in the registry or with keys of its own (a queue no producer
+    /// of this version registered; such a handle records it at its first
+    /// successful schedule); on a `file://` store, one with a log. A
+    /// registered queue with no jobs exists.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tiered_timer_jobs::{Error, Queue};
+    ///
+    /// # async fn demo() -> Result<(), Error> {
+    /// match Queue::builder("redis://127.0.0.1:6379/", "ordres").register(false).connect().await {
+    ///     Ok(queue) => println!("{}", queue.stats().await?),
+    ///     Err(Error::NoSuchQueue { queue }) => eprintln!("no queue named {queue}"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn register(mut self, register: bool) -> Builder {
         self.register = register;
         self
     }
 
     /// Spreads the queue over `n` hash tags (`{name#0}` .. `{name#n-1}`),
-    /// so over the nodes of a Redis Cluster. Every process using the queue
-    /// must use the same `n`: a job's partition is a hash of its id modulo
-    /// `n`. Default 1 (one tag, `{name}`). At most 1024. Redis only: other
-    /// than 1 it is [`Error::Unsupported`] on a `file://` store.
+    /// so over the nodes of a Redis Cluster: a job's partition is a hash
+    /// of its id modulo `n`. At most 1024. Redis only: other than 1 it is
+    /// [`Error::Unsupported`] on a `file://` store.
+    ///
+    /// A queue's count is recorded in Redis by its first connect, and
+    /// every handle uses that count. A handle that does not call this
+    /// adopts it ([`Queue::partitions`] says which), so only the process
+    /// that creates a queue needs to say how it is partitioned; a handle
+    /// that asks for another count than the recorded one fails with
+    /// [`Error::PartitionMismatch`] (its jobs would be under other hash
+    /// tags). A new queue gets `n`, or 1 if this is not called. The
+    /// registry is read and written in one script, so of two first
+    /// connects one records its count and the other adopts it (or, if it
+    /// asked for another, gets the mismatch).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+    /// use tiered_timer_jobs::Queue;
+    /// let url = "redis://127.0.0.1:6379/";
+    /// // The service that creates the queue says how it is partitioned...
+    /// let producer = Queue::builder(url, "mail").partitions(8).connect().await?;
+    /// // ... and any other handle adopts the count.
+    /// let worker = Queue::connect(url, "mail").await?;
+    /// assert_eq!(worker.partitions(), 8);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn partitions(mut self, n: u32) -> Builder {
-        self.partitions = n;
+        self.partitions = Some(n);
         self
     }
 
@@ -171,21 +214,25 @@ impl Builder {
     ///
     /// On its first connect, a queue records its partition count in Redis
     /// (the registry `ttr:queues`, see [`register`](Builder::register));
-    /// every later handle must use the same.
+    /// every later handle uses the same (see
+    /// [`partitions`](Builder::partitions)).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidUrl`], [`Error::InvalidQueueName`] or
     /// [`Error::InvalidConfig`] for bad settings;
-    /// [`Error::PartitionMismatch`] if the queue was created with another
-    /// partition count; [`Error::Redis`] at once if the connection is
-    /// refused, [`Error::Timeout`] if Redis does not answer within the
-    /// command timeout.
+    /// [`Error::PartitionMismatch`] if [`partitions`](Builder::partitions)
+    /// asked for another count than the queue's;
+    /// [`Error::NoSuchQueue`] with [`register(false)`](Builder::register)
+    /// for a queue that does not exist; [`Error::Redis`] at once if the
+    /// connection is refused, [`Error::Timeout`] if Redis does not answer
+    /// within the command timeout.
     pub async fn connect(self) -> Result<Queue, Error> {
+        check_url(&self.url)?;
         check_queue_name(&self.name)?;
-        if self.lease.is_zero() || millis_up(self.lease) > MAX_DEADLINE_MS {
+        if self.lease.is_zero() || millis_up(self.lease) > MAX_SPAN_MS {
             return Err(Error::InvalidConfig {
-                reason: "the lease must be at least 1 ms and at most 2^52 ms",
+                reason: LEASE_RANGE,
             });
         }
         if self.max_attempts == 0 {
@@ -193,7 +240,7 @@ impl Builder {
                 reason: "max_attempts must be at least 1",
             });
         }
-        if self.partitions == 0 || self.partitions > 1024 {
+        if self.partitions.is_some_and(|n| n == 0 || n > 1024) {
             return Err(Error::InvalidConfig {
                 reason: "partitions must be between 1 and 1024",
             });
@@ -244,10 +291,14 @@ impl Builder {
             replicas: self.replicas,
             replica_timeout: self.replica_timeout,
         };
-        let conn = Conn::open(&self.url, self.cluster, limits).await?;
-        check_partitions(&conn, &self.name, self.partitions, self.register).await?;
-        let partitions: Vec<Keys> = (0..self.partitions)
-            .map(|p| Keys::new(&self.name, p, self.partitions))
+        let conn = Conn::open(&self.url, self.cluster, limits)
+            .await
+            .map_err(Error::not_redis)?;
+        let count = resolve_partitions(&conn, &self.name, self.partitions, self.register)
+            .await
+            .map_err(Error::not_redis)?;
+        let partitions: Vec<Keys> = (0..count)
+            .map(|p| Keys::new(&self.name, p, count))
             .collect();
         let wake = Shared::start(Setup {
             name: self.name.clone(),
@@ -291,7 +342,7 @@ impl Builder {
             setting,
             backend: "embedded",
         };
-        if self.partitions != 1 {
+        if self.partitions.is_some_and(|n| n != 1) {
             return Err(unsupported("partitions"));
         }
         if self.cluster {
@@ -303,7 +354,14 @@ impl Builder {
         local::check_file_name(&self.name)?;
         let dir = local::dir_of(&self.url)?;
         if !self.register {
-            local::check_exists(&dir, &self.name)?;
+            local::check_exists(&dir, &self.name).map_err(|error| match error {
+                Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    Error::NoSuchQueue {
+                        queue: self.name.clone(),
+                    }
+                }
+                error => error,
+            })?;
         }
         let local = local::open(&dir, &self.name).await?;
         Ok(Queue {
@@ -325,5 +383,77 @@ impl Builder {
         Err(Error::InvalidUrl {
             reason: "file:// URLs need the crate's `embedded` feature".to_owned(),
         })
+    }
+}
+
+/// The URLs a queue can be at, for error messages.
+const ACCEPTED_URLS: &str = "file:///path/to/dir (an embedded store), redis://, rediss://, \
+                             redis+unix://, unix://, valkey://, valkeys:// or valkey+unix://";
+
+/// Checks that `url` names a store this crate opens: `file://` and a
+/// directory, or a scheme the `redis` crate takes. The URL itself is not
+/// repeated in the error (it may hold a password).
+pub(crate) fn check_url(url: &str) -> Result<(), Error> {
+    let invalid = |reason: String| Err(Error::InvalidUrl { reason });
+    match url.split_once("://") {
+        Some(("file", "" | "localhost" | "localhost/")) => invalid(
+            "file:// needs the store's directory after it, as in file:///var/lib/app/jobs"
+                .to_owned(),
+        ),
+        Some((
+            "file" | "redis" | "rediss" | "redis+unix" | "unix" | "valkey" | "valkeys"
+            | "valkey+unix",
+            _,
+        )) => Ok(()),
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme.len() <= 16
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
+        {
+            invalid(format!(
+                "{scheme}:// is not a job store's scheme; use {ACCEPTED_URLS}"
+            ))
+        }
+        _ => invalid(format!("not a URL; use {ACCEPTED_URLS}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_by_scheme_without_repeating_them() {
+        for good in [
+            "file:///var/lib/jobs",
+            "file://rel/dir",
+            "redis://127.0.0.1:6379/",
+            "rediss://h/",
+            "redis+unix:///run/redis.sock",
+            "unix:///run/redis.sock",
+            "valkey://h/",
+        ] {
+            assert!(check_url(good).is_ok(), "{good}");
+        }
+        for (bad, says) in [
+            (
+                "http://user:secret@localhost/",
+                "http:// is not a job store's scheme; use file:///",
+            ),
+            ("file://", "file:// needs the store's directory"),
+            ("file://localhost/", "file:// needs the store's directory"),
+            ("not a url", "not a URL; use file:///"),
+            ("\x1b[2J://x", "not a URL"),
+        ] {
+            let error = check_url(bad).unwrap_err().to_string();
+            assert!(error.contains(says), "{bad}: {error}");
+            assert!(
+                error.contains("redis://") || bad.starts_with("file"),
+                "{error}"
+            );
+            assert!(!error.contains("secret"), "{error}");
+        }
     }
 }

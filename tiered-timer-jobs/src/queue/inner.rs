@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 #[cfg(feature = "redis")]
 use super::{arg, RedisPart, CHUNK_BYTES, CHUNK_JOBS};
-use super::{millis_up, Backend, Due, Inner, MAX_DEADLINE_MS};
+use super::{millis_up, Backend, Due, Inner, MAX_DEADLINE_MS, MAX_SPAN_MS};
 use crate::error::Error;
 use crate::job::JobId;
 use crate::keys::check_job_id;
@@ -99,7 +99,7 @@ impl Inner {
         // A delay is added to Redis' now (about 2^40.6 ms today): keep the
         // sum under 2^52 with a margin of centuries.
         let limit = if mode == "d" {
-            MAX_DEADLINE_MS / 2
+            MAX_SPAN_MS
         } else {
             MAX_DEADLINE_MS
         };
@@ -220,7 +220,7 @@ impl Inner {
         delay: Duration,
     ) -> Result<i64, Error> {
         let delay = millis_up(delay);
-        if delay > MAX_DEADLINE_MS / 2 {
+        if delay > MAX_SPAN_MS {
             return Err(Error::InvalidDeadline);
         }
         let done = match &self.backend {

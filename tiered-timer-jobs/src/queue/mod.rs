@@ -57,14 +57,27 @@ mod on_redis;
 mod schedule;
 
 #[cfg(feature = "redis")]
-use self::on_redis::check_partitions;
+use self::on_redis::resolve_partitions;
 #[cfg(feature = "redis")]
 pub(crate) use self::on_redis::{arg, parse};
+pub(crate) use builder::check_url;
 pub use builder::Builder;
 
 /// The latest due time a job may have, in ms since the Unix epoch: 2^52,
 /// well inside the range where a sorted set's `f64` score is exact.
 pub(crate) const MAX_DEADLINE_MS: u64 = 1 << 52;
+
+/// The longest lease, and the longest delay counted from now: 2^51 ms
+/// (about 71 000 years). Both are added to the clock's now (about 2^40.6
+/// ms today), and the sum must stay under [`MAX_DEADLINE_MS`]: a leased
+/// job's timeline score is 2^52 + its lease expiry, exact in a sorted
+/// set's `f64` only while that expiry is below 2^52.
+pub(crate) const MAX_SPAN_MS: u64 = MAX_DEADLINE_MS / 2;
+
+/// What a lease out of range is told, by [`Builder::lease`] and
+/// [`Job::extend_lease`] alike.
+pub(crate) const LEASE_RANGE: &str =
+    "a lease must be at least 1 ms and at most 2^51 ms (about 71 000 years)";
 
 /// The most jobs one batched schedule script takes (see
 /// [`Queue::schedule_many`]): a chunk of 1 000 small jobs holds Redis for
@@ -197,7 +210,7 @@ impl Queue {
             replica_timeout: Duration::from_secs(1),
             prefetch: 0,
             register: true,
-            partitions: 1,
+            partitions: None,
             cluster: false,
         }
     }
@@ -205,6 +218,28 @@ impl Queue {
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// How many partitions the queue has: the count recorded for it, which
+    /// a handle built without [`Builder::partitions`] adopts (1 on a
+    /// `file://` store).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+    /// let queue = tiered_timer_jobs::Queue::connect("redis://127.0.0.1:6379/", "mail").await?;
+    /// println!("mail has {} partition(s)", queue.partitions());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn partitions(&self) -> u32 {
+        match &self.inner.backend {
+            #[cfg(feature = "redis")]
+            Backend::Redis(redis) => redis.partitions.len() as u32,
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(_) => 1,
+        }
     }
 
     /// The random-id batches: the ids in order.

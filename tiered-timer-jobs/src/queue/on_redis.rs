@@ -124,21 +124,28 @@ impl Inner {
     }
 }
 
-/// Records the queue's partition count in the registry ([`QUEUES`]) at its
-/// first connect, or checks this handle's against the recorded one.
+/// The queue's partition count: recorded in the registry ([`QUEUES`]) by
+/// its first connect (if `register`), adopted by a handle that `asked`
+/// none, checked against one that asked for a count.
+///
+/// With `register`, the registry is read and written by one script, so
+/// of two first connects one records its count and the other sees it.
+/// Without, nothing is written, and a queue that is neither registered
+/// nor has keys of its own is [`Error::NoSuchQueue`].
 #[cfg(feature = "redis")]
-pub(super) async fn check_partitions(
+pub(super) async fn resolve_partitions(
     conn: &Conn,
     name: &str,
-    partitions: u32,
+    asked: Option<u32>,
     register: bool,
-) -> Result<(), Error> {
+) -> Result<u32, Error> {
     let recorded: Option<u32> = if register {
+        let count = asked.unwrap_or(1);
         let recorded: u32 = conn
             .eval(
                 &scripts::RECORD_PARTITIONS_SCRIPT,
                 &[QUEUES.to_owned()],
-                vec![arg(name), arg(&partitions.to_string())],
+                vec![arg(name), arg(&count.to_string())],
                 false,
             )
             .await?;
@@ -146,15 +153,47 @@ pub(super) async fn check_partitions(
     } else {
         conn.query(redis::cmd("HGET").arg(QUEUES).arg(name)).await?
     };
-    if recorded.is_none_or(|recorded| recorded == partitions) {
-        Ok(())
-    } else {
-        Err(Error::PartitionMismatch {
+    match (recorded, asked) {
+        (Some(recorded), _) if !(1..=1024).contains(&recorded) => {
+            Err(Error::Redis(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "the registry ttr:queues records an impossible partition count",
+                format!("{name}: {recorded}"),
+            ))))
+        }
+        (Some(recorded), Some(asked)) if recorded != asked => Err(Error::PartitionMismatch {
             queue: name.to_owned(),
-            recorded: recorded.unwrap_or(partitions),
-            configured: partitions,
-        })
+            recorded,
+            configured: asked,
+        }),
+        (Some(recorded), _) => Ok(recorded),
+        (None, asked) => {
+            let count = asked.unwrap_or(1);
+            if has_keys(conn, name, count).await? {
+                Ok(count)
+            } else {
+                Err(Error::NoSuchQueue {
+                    queue: name.to_owned(),
+                })
+            }
+        }
     }
+}
+
+/// Whether any key of the queue's `count` partitions exists (one `EXISTS`
+/// per partition: a partition's keys share a slot).
+#[cfg(feature = "redis")]
+async fn has_keys(conn: &Conn, name: &str, count: u32) -> Result<bool, Error> {
+    for partition in 0..count {
+        let keys = Keys::new(name, partition, count);
+        let found: u64 = conn
+            .query(redis::cmd("EXISTS").arg(&keys.ordered[..]))
+            .await?;
+        if found > 0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 #[cfg(feature = "redis")]

@@ -616,3 +616,46 @@ impl Drop for TcpProxy {
         self.thaw();
     }
 }
+
+/// A TCP server that answers anything with an HTTP 400, as a web server
+/// on the port a Redis URL names would. Stops listening when dropped.
+pub struct HttpServer {
+    pub port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HttpServer {
+    pub fn start() -> HttpServer {
+        use std::io::{Read, Write};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                let Ok((mut socket, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                let _ = socket.set_nonblocking(false);
+                let _ = socket.set_read_timeout(Some(Duration::from_secs(1)));
+                let _ = socket.read(&mut [0; 1024]);
+                let _ = socket.write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        HttpServer { port, stop }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}

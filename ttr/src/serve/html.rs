@@ -11,6 +11,7 @@ use tiered_timer_jobs::{JobInfo, JobState, Lateness, Listing, Page, QueueInfo, S
 use super::chart::{self, Series};
 use super::{Action, App, Sample, WINDOW};
 use crate::commands::relative;
+use crate::text::redacted;
 use crate::{human, text};
 
 /// Text or an attribute value, escaped for HTML.
@@ -32,16 +33,6 @@ pub(crate) fn esc(s: &str) -> String {
 /// A path segment or query value, percent-encoded.
 fn url(s: &str) -> String {
     utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
-}
-
-/// A Redis URL without its password.
-fn redacted(redis_url: &str) -> String {
-    match (redis_url.find("://"), redis_url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***{}", &redis_url[..scheme + 3], &redis_url[at..])
-        }
-        _ => redis_url.to_owned(),
-    }
 }
 
 /// What every page needs to know about the request.

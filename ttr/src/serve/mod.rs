@@ -52,7 +52,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:7878")]
     listen: SocketAddr,
     /// Allow actions (requeue, purge, cancel, promote) to whoever gives
-    /// this token; without it the dashboard is read-only.
+    /// this token, in an `Authorization: Bearer` header or on the login
+    /// page; without it the dashboard is read-only.
     #[arg(long, env = "TTR_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// How often the pages reload themselves.
@@ -184,7 +185,7 @@ impl App {
             .find(|q| q.name == name)
             .map(|q| q.partitions)
         else {
-            return Err(format!("no queue named {name:?} on this Redis"));
+            return Err(format!("no queue named {name:?} in this store"));
         };
         let mut known = self.known.lock().await;
         if let Some((p, queue)) = known.handles.get(name) {
@@ -192,9 +193,12 @@ impl App {
                 return Ok(queue.clone());
             }
         }
+        // A look registers nothing (`register(false)`), even a queue
+        // found by its keys alone.
         let mut builder = Queue::builder(&self.redis.url, name)
             .partitions(partitions)
-            .command_timeout(self.redis.timeout);
+            .command_timeout(self.redis.timeout)
+            .register(false);
         if self.redis.cluster {
             builder = builder.cluster();
         }
@@ -363,7 +367,7 @@ async fn queue_page(
     let query = fields(query.unwrap_or_default().as_bytes());
     match app.queues().await {
         Ok(found) if !found.iter().any(|q| q.name == name) => {
-            return refuse(StatusCode::NOT_FOUND, "no such queue on this Redis")
+            return refuse(StatusCode::NOT_FOUND, "no such queue in this store")
         }
         Ok(_) => {}
         Err(e) => return failed(&e),
@@ -385,7 +389,7 @@ async fn queue_page(
     let offset = page_no.saturating_mul(PAGE);
     let page = match queue.list(listing, offset, PAGE).await {
         Ok(page) => Some(page),
-        Err(tiered_timer_jobs::Error::InvalidConfig { reason }) => {
+        Err(tiered_timer_jobs::Error::InvalidArgument { reason }) => {
             return refuse(StatusCode::BAD_REQUEST, reason)
         }
         Err(e) => return failed(&e.to_string()),
