@@ -163,7 +163,11 @@
 //! a Redis Cluster's nodes): a job's partition is a hash of its id; each
 //! partition has its own chain of batons, and a worker waits on all of
 //! them (one `BZPOPMIN` over all markers on one Redis, one per partition
-//! on a cluster, so a dead node stops only its own partitions).
+//! on a cluster, so a dead node stops only its own partitions). A worker
+//! that is never idle pops no baton: under a backlog it claims at once,
+//! oldest due first across partitions, from what each claim's reply said
+//! of its partition (its most overdue job), so that no partition falls
+//! behind while the others are served.
 //!
 //! # The embedded store
 //!

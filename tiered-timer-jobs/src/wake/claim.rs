@@ -10,7 +10,7 @@ use redis::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Baton, Claimed, Event, Kind, Offset, Setup, Shared, BACKLOG, KEEP_HORIZON};
+use super::{Baton, Claimed, Event, Kind, Offset, Setup, Shared, KEEP_HORIZON};
 use crate::error::Error;
 use crate::job::JobId;
 use crate::queue::{arg, millis_up, parse};
@@ -28,6 +28,10 @@ pub(crate) enum With {
     /// None: the first claim of this queue handle (claims, and re-arms a
     /// missing or stale chain).
     Start,
+    /// None, even for a lone due job: under a backlog, a partition with
+    /// the oldest due jobs that no worker of this busy process would pop
+    /// the baton of (see [`fair`](super::fair)).
+    Overdue,
     /// This baton.
     Baton(Baton),
 }
@@ -46,14 +50,18 @@ pub(crate) struct ClaimRequest {
 #[derive(Debug)]
 pub(crate) struct Outcome {
     pub(crate) now_ms: u64,
-    /// How many due jobs the claim saw and left (at most [`BACKLOG`] + 1):
-    /// [`BACKLOG`] or more is a backlog.
+    /// How many due jobs the claim saw and left (at most
+    /// [`BACKLOG`](super::BACKLOG) + 1): `BACKLOG` or more is a backlog.
     pub(crate) left: u64,
     /// `Some(false)`: the job to ack had lost its lease (nothing done).
     pub(crate) acked: Option<bool>,
     pub(crate) kept: Option<u64>,
     /// The chain head's time after the claim (`None`: no event ahead).
     pub(crate) head: Option<u64>,
+    /// The partition's earliest event left, as it is (`head` is moved up
+    /// to now): its most overdue job or expired lease, or its next due
+    /// job (`None`: none).
+    pub(crate) next: Option<u64>,
     pub(crate) buried: Vec<String>,
     pub(crate) jobs: Vec<Claimed>,
     /// The claim ran, but fewer replicas than asked for acknowledged it.
@@ -146,16 +154,13 @@ impl Shared {
             crate::metrics::dead_lettered(name);
         }
         let mut state = self.lock();
-        let backlog_before = state.backlog;
         let mut changed = request.reserved > 0 || state.failed_at.contains_key(&partition);
         state.reserved = state.reserved.saturating_sub(request.reserved);
         state.failed_at.remove(&partition);
-        if outcome.left >= BACKLOG {
-            state.backlog = Some(partition);
-        } else if state.backlog == Some(partition) {
-            state.backlog = None;
+        // (A claim whose ack lost its lease read nothing.)
+        if outcome.acked != Some(false) {
+            changed |= state.fair.note(partition, outcome);
         }
-        changed |= state.backlog != backlog_before;
         if outcome.now_ms > 0 && received.duration_since(sent) < Duration::from_secs(1) {
             state.offset = Some(Offset {
                 redis_ms: outcome.now_ms,
@@ -295,7 +300,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
     let (baton, min_due) = match request.with {
         With::Nothing => (String::new(), 2),
         With::Rescue => ("r".to_owned(), 1),
-        With::Start => (String::new(), 1),
+        With::Start | With::Overdue => (String::new(), 1),
         // A watch claims only if more than one job is due, unless it
         // finds the chain head stale (the script decides).
         With::Baton(baton) if baton.kind == Kind::Watch => (baton.claim_arg(), 2),
@@ -326,6 +331,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
     let head: i64 = parse(fields.next())?;
     let kept: i64 = parse(fields.next())?;
     let left: i64 = parse(fields.next())?;
+    let next: i64 = parse(fields.next())?;
     let n_buried: usize = parse(fields.next())?;
     let mut buried = Vec::with_capacity(n_buried);
     for _ in 0..n_buried {
@@ -362,6 +368,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
         },
         kept: u64::try_from(kept).ok(),
         head: u64::try_from(head).ok(),
+        next: u64::try_from(next).ok(),
         buried,
         jobs,
         replicated,

@@ -1,0 +1,270 @@
+//! Which partition a busy worker claims from: the one whose due jobs are
+//! the oldest, as far as this process knows.
+//!
+//! # Why
+//!
+//! Each partition has a wake-up chain of its own, and a worker learns of
+//! a partition's due jobs by popping its baton or by claiming there. A
+//! worker that is never idle never pops a baton: left to itself it stayed
+//! on the partition it was on (the backlog its last claim found, the baton
+//! it kept, the partition of the job it acked with `ack_and_next`), and
+//! the other partitions' jobs waited however overdue they were (issue 33:
+//! one slow worker on three partitions, one partition 6 min 31 s late
+//! and growing while jobs due after them were served on the other two).
+//!
+//! # What this process knows, for nothing
+//!
+//! Every claim's reply says, for its partition: Redis' time, the
+//! partition's earliest event left (its most overdue job or expired
+//! lease, or when its next job comes due) and how many due jobs it left
+//! ([`Seen`]). A job that was not there at that claim was scheduled after
+//! it, so it is due no earlier than the claim (unless scheduled for a time
+//! already past): so the partition has had a job due since no earlier
+//! than the earliest event or the claim, whichever came first
+//! ([`Seen::due_since`]). The claim read all that anyway; knowing it costs
+//! no command.
+//!
+//! # The choice
+//!
+//! While some partition is known to hold a backlog (its last claim here
+//! left [`BACKLOG`] or more due jobs), a worker that comes for a job
+//! claims at once, without waiting for a baton (as it did before, on the
+//! backlog's partition), on the partition that may have had a job due the
+//! longest ([`State::oldest`]):
+//!
+//! * one of a due baton held here: with the baton;
+//! * one whose last claim left due jobs, or whose next job came due
+//!   since: without a baton (on a backlog only if more than one job is
+//!   due, the lone last one being its baton holder's; elsewhere even a
+//!   lone job: no worker of this busy process is there to pop its baton);
+//! * one not known to have a due job, once the jobs about to be taken
+//!   elsewhere came due after its last claim here (a job due there since
+//!   would be older): the claim may find nothing, so such a claim is made
+//!   at most once in [`SPECULATE_EVERY`] claims, which bounds what they
+//!   cost whatever the number of partitions.
+//!
+//! So under a backlog jobs are taken oldest due first across partitions,
+//! a claim at a time (a claim takes its jobs from one partition: with
+//! [`prefetch`](crate::Builder::prefetch), up to that many more), and
+//! each claim still takes its jobs in one script: the commands and round
+//! trips per job stay what they were. Without a backlog nothing changes:
+//! a due baton held here is claimed with, the oldest first, and waiting
+//! workers block on the marker sets, the partitions that may have waited
+//! longest first in the `BZPOPMIN` (which pops from the first non-empty
+//! set it is given).
+
+use tokio::time::Instant;
+
+use super::claim::{Outcome, With};
+use super::{Baton, Kind, State, BACKLOG};
+
+/// Under a backlog, a claim on a partition whose last claim here found no
+/// due job is made at most once in this many claims of this process (it
+/// may find nothing: a claim wasted in this many at most).
+pub(super) const SPECULATE_EVERY: u32 = 8;
+/// What the last claim on a partition said of it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Seen {
+    /// Redis' time of the claim (ms).
+    at_ms: u64,
+    /// The partition's earliest event then (ms, Redis' clock): its most
+    /// overdue job or expired lease, or its next due job; `None`: none.
+    next_ms: Option<u64>,
+    /// Due jobs the claim saw and left (up to [`BACKLOG`] + 1).
+    left: u64,
+}
+
+impl Seen {
+    /// Since when the partition may have had a job due (ms, Redis'
+    /// clock): its earliest event, or the claim if that came first (a job
+    /// scheduled since is due no earlier than that, unless scheduled for a
+    /// time already past).
+    fn due_since(&self) -> u64 {
+        self.next_ms.map_or(self.at_ms, |next| next.min(self.at_ms))
+    }
+
+    /// Whether the partition has a due job (or an expired lease) by
+    /// `redis_now` (ms, Redis' clock), unless another claim took it: one
+    /// the claim left, or its next event since come due.
+    fn due_by(&self, redis_now: u64) -> bool {
+        self.next_ms
+            .is_some_and(|next| next <= self.at_ms.max(redis_now))
+    }
+
+    fn backlog(&self) -> bool {
+        self.left >= BACKLOG
+    }
+}
+
+/// This process' knowledge of its partitions (see the module docs).
+#[derive(Debug, Default)]
+pub(super) struct Fairness {
+    /// By partition (`None`: no claim here read it yet).
+    seen: Vec<Option<Seen>>,
+    /// How many partitions [`Seen::backlog`] holds for.
+    backlogs: usize,
+    /// Claims picked since the last speculative one.
+    since_speculation: u32,
+}
+
+impl Fairness {
+    pub(super) fn new(partitions: u32) -> Fairness {
+        Fairness {
+            seen: vec![None; partitions as usize],
+            backlogs: 0,
+            since_speculation: SPECULATE_EVERY,
+        }
+    }
+
+    /// Takes what a claim's reply said of `partition`; returns whether a
+    /// backlog began or ended there.
+    pub(super) fn note(&mut self, partition: u32, outcome: &Outcome) -> bool {
+        let seen = Seen {
+            at_ms: outcome.now_ms,
+            next_ms: outcome.next,
+            left: outcome.left,
+        };
+        let Some(slot) = self.seen.get_mut(partition as usize) else {
+            return false;
+        };
+        let before = slot.replace(seen).is_some_and(|s| s.backlog());
+        match (before, seen.backlog()) {
+            (false, true) => self.backlogs += 1,
+            (true, false) => self.backlogs -= 1,
+            _ => return false,
+        }
+        true
+    }
+
+    /// Whether some partition is known to hold a backlog.
+    pub(super) fn backlog(&self) -> bool {
+        self.backlogs > 0
+    }
+
+    /// Since when `partition` may have had a job due (ms, Redis' clock; 0
+    /// if no claim here read it yet: it may have waited longest).
+    pub(super) fn due_since(&self, partition: u32) -> u64 {
+        self.seen
+            .get(partition as usize)
+            .copied()
+            .flatten()
+            .map_or(0, |seen| seen.due_since())
+    }
+}
+
+/// Where a claim picked by [`State::oldest`] goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// With the due baton `batons[i]` held here.
+    Baton(usize),
+    /// Without a baton: a partition with due jobs, as its last claim left
+    /// them or its next job since came due (`backlog`: a backlog).
+    Due { partition: u32, backlog: bool },
+    /// Without a baton: a partition not known to have a due job.
+    Speculative(u32),
+}
+
+impl State {
+    /// The order in which the held batons that are due serve waiting
+    /// workers: the partitions that may have waited longest first, a
+    /// watch baton (which checks the chain, and claims only from a
+    /// backlog) after the others.
+    pub(super) fn baton_age(&self, baton: &Baton) -> (bool, u64) {
+        let since = self.fair.due_since(baton.partition).min(baton.at_ms);
+        (baton.kind == Kind::Watch, since)
+    }
+
+    /// The oldest due work this process knows of, under a backlog (see
+    /// the module docs); `None` without a backlog.
+    fn oldest(&self, now: Instant) -> Option<Target> {
+        if !self.fair.backlog() {
+            return None;
+        }
+        let mut best: Option<(u64, Target)> = None;
+        let mut consider = |since: u64, target: Target| {
+            if best.is_none_or(|(b, _)| since < b) {
+                best = Some((since, target));
+            }
+        };
+        // Batons first: on a tie, the claim goes with the baton.
+        for (i, baton) in self.batons.iter().enumerate() {
+            if baton.kind != Kind::Watch && baton.fire_at.is_none_or(|at| at <= now) {
+                consider(self.baton_age(baton).1, Target::Baton(i));
+            }
+        }
+        let speculate = self.fair.since_speculation >= SPECULATE_EVERY;
+        let redis_now = self.offset.map_or(0, |offset| offset.redis_at(now));
+        for (partition, seen) in (0u32..).zip(&self.fair.seen) {
+            match seen {
+                Some(seen) if seen.due_by(redis_now) => consider(
+                    seen.due_since(),
+                    Target::Due {
+                        partition,
+                        backlog: seen.backlog(),
+                    },
+                ),
+                _ if speculate => consider(
+                    self.fair.due_since(partition),
+                    Target::Speculative(partition),
+                ),
+                _ => {}
+            }
+        }
+        best.map(|(_, target)| target)
+    }
+
+    /// Where a call that wants a job claims at once, if anywhere: `alone`
+    /// (no other call waits), with the oldest due baton held here; under a
+    /// backlog, on the partition with the oldest due work, whoever else
+    /// waits (a held baton is left to the waker, which serves the calls
+    /// in the order they came). `None`: the call waits for a baton.
+    pub(super) fn pick(&mut self, now: Instant, alone: bool) -> Option<(u32, With)> {
+        if !self.fair.backlog() {
+            if !alone {
+                return None;
+            }
+            let i = self
+                .batons
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.fire_at.is_none_or(|at| at <= now))
+                .min_by_key(|(_, b)| self.baton_age(b))?
+                .0;
+            let baton = self.batons.swap_remove(i);
+            return Some((baton.partition, With::Baton(baton)));
+        }
+        match self.oldest(now)? {
+            Target::Baton(_) if !alone => None,
+            target => Some(self.take(target)),
+        }
+    }
+
+    /// The claim for `target`: its partition, and what it is made with.
+    fn take(&mut self, target: Target) -> (u32, With) {
+        self.fair.since_speculation = self.fair.since_speculation.saturating_add(1);
+        match target {
+            Target::Baton(i) => {
+                let baton = self.batons.swap_remove(i);
+                (baton.partition, With::Baton(baton))
+            }
+            Target::Due {
+                partition,
+                backlog: true,
+            } => (partition, With::Nothing),
+            Target::Due { partition, .. } => (partition, With::Overdue),
+            Target::Speculative(partition) => {
+                self.fair.since_speculation = 0;
+                (partition, With::Overdue)
+            }
+        }
+    }
+
+    /// The marker sets of `partitions` in the order a `BZPOPMIN` is to
+    /// try them: the partitions that may have had a job due the longest
+    /// first.
+    pub(super) fn marker_order(&self, partitions: &[u32]) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..partitions.len()).collect();
+        order.sort_by_key(|&i| self.fair.due_since(partitions[i]));
+        order
+    }
+}
