@@ -28,6 +28,11 @@ const BACKLOG: usize = 300;
 /// (the ones other partitions' first claims took before all three were
 /// known).
 const NEXT_BOUND: usize = 3;
+/// `ack_and_next` stays on its job's partition (ack and claim in one
+/// script) for up to 7 claims in a row while another partition's jobs are
+/// older, then claims on the oldest: a partition's most overdue job waits
+/// for at most that, on each of the two other partitions, plus a claim.
+const ACK_AND_NEXT_BOUND: usize = 2 * 8 + 2;
 
 async fn connect(server: &RedisServer) -> Queue {
     Queue::builder(&server.url(), "mail")
@@ -160,6 +165,25 @@ async fn next_takes_the_oldest_due_job_across_partitions() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_and_next_takes_the_oldest_due_job_across_partitions_within_a_bound() {
+    let (worst, partition, after) = overtaking(|queue| async move {
+        let mut job = queue.next().await.unwrap();
+        let mut order = vec![job.id().clone()];
+        while order.len() < 2 * BACKLOG / 3 {
+            job = job.ack_and_next().await.unwrap();
+            order.push(job.id().clone());
+        }
+        order
+    })
+    .await;
+    assert!(
+        worst <= ACK_AND_NEXT_BOUND,
+        "partition {partition}'s most overdue job was overtaken by {worst} jobs due after it \
+         (after {after} deliveries)"
+    );
+}
+
 /// The issue's demo: jobs keep coming on every partition, one per job the
 /// worker takes, so the worker never catches up; one partition had none
 /// when the worker began (its first claim found it empty). Its jobs must
@@ -195,4 +219,60 @@ async fn jobs_coming_on_a_partition_found_empty_are_not_left_behind() {
         "partition {partition}'s most overdue job was overtaken by {worst} jobs due after it \
          (after {after} deliveries)"
     );
+}
+
+/// An `ack_and_next` whose lease was lost strands nothing when its claim
+/// went to another partition beside the ack: what that claim took goes to
+/// the next call. The backlog is cut so that the worker's partition is
+/// never the one with the oldest jobs after its first job: partition 0
+/// holds the oldest job and then only the newest, partition 1 those in
+/// between. So `ack_and_next` stays on partition 0 for 7 claims (see
+/// `STAY` in src/wake/fair.rs), and the 8th claims on partition 1, beside
+/// an ack whose lease was taken over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_and_next_with_a_lost_lease_strands_what_it_claimed_elsewhere() {
+    let server = RedisServer::start();
+    let queue = connect(&server).await;
+    let jobs = backlog(&server, &queue, &[0, 1]).await;
+    let mut by_due: Vec<(&JobId, &Due)> = jobs.iter().collect();
+    by_due.sort_by_key(|(_, due)| due.at);
+    let (first, _) = by_due.iter().find(|(_, due)| due.partition == 0).unwrap();
+    let first = (*first).clone();
+    let newest = by_due.len() * 2 / 3;
+    let mut middle = Vec::new();
+    for (rank, (id, due)) in by_due.iter().enumerate() {
+        let keep = match due.partition {
+            0 => **id == first || rank >= newest,
+            _ => rank < newest && by_due[..rank].iter().any(|(f, _)| **f == first),
+        };
+        if !keep {
+            assert!(queue.cancel(id).await.unwrap());
+        } else if due.partition == 1 {
+            middle.push((*id).clone());
+        }
+    }
+    assert!(middle.len() >= 8, "partition 1 keeps {} jobs", middle.len());
+
+    let mut job = queue.next().await.unwrap();
+    assert_eq!(job.id(), &first);
+    for _ in 0..7 {
+        job = job.ack_and_next().await.unwrap();
+        assert_eq!(due(&queue, job.id()).await.partition, 0, "stays");
+    }
+    support::steal_lease(&server, "mail#0", job.id().as_str());
+    let lost = job.id().clone();
+    match job.ack_and_next().await {
+        Err(tiered_timer_jobs::Error::LeaseExpired { id }) => assert_eq!(id, lost),
+        other => panic!("expected LeaseExpired, got {other:?}"),
+    }
+    // The job claimed on partition 1 beside the lost ack is the next
+    // call's, not leased to nobody until its lease runs out.
+    let next = queue.next().await.unwrap();
+    assert_eq!(next.id(), &middle[0]);
+    assert_eq!(
+        queue.leased().await.unwrap(),
+        2,
+        "the lost one and this one"
+    );
+    next.ack().await.unwrap();
 }

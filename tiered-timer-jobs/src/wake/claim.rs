@@ -68,35 +68,131 @@ pub(crate) struct Outcome {
     pub(crate) replicated: Result<(), Error>,
 }
 
+impl Outcome {
+    /// The outcome of a claim that took nothing and read nothing.
+    fn nothing() -> Outcome {
+        Outcome {
+            now_ms: 0,
+            left: 0,
+            acked: None,
+            kept: None,
+            head: None,
+            next: None,
+            buried: Vec::new(),
+            jobs: Vec::new(),
+            replicated: Ok(()),
+        }
+    }
+}
+
 impl Shared {
     /// Claims now, in a task of its own, for a caller that holds a job
-    /// (see [`Job::ack_and_next`](crate::Job::ack_and_next)): with a
-    /// baton of this partition if this process holds a due one.
+    /// (see [`Job::ack_and_next`](crate::Job::ack_and_next)): on the job's
+    /// partition, with its baton if this process holds a due one, in the
+    /// ack's script; under a backlog, on the partition with the oldest due
+    /// jobs once the job's has had its turn (see [`fair`](super::fair)),
+    /// the ack then going alone beside the claim.
     pub(crate) async fn claim_now(
         self: &Arc<Self>,
         partition: u32,
         ack: (JobId, String),
     ) -> Result<Outcome, Error> {
-        let with = {
-            let mut state = self.lock();
-            let now = Instant::now();
-            let due = state
-                .batons
-                .iter()
-                .position(|b| b.partition == partition && b.fire_at.is_none_or(|at| at <= now));
-            match due {
-                Some(i) => With::Baton(state.batons.swap_remove(i)),
-                None => With::Nothing,
+        let (elsewhere, with) = self.lock().pick_for_ack(partition, Instant::now());
+        let n = 1 + self.setup.prefetch;
+        let Some(other) = elsewhere else {
+            return self
+                .claim_for_caller(ClaimRequest {
+                    partition,
+                    n,
+                    with,
+                    ack: Some(ack),
+                    reserved: 0,
+                })
+                .await;
+        };
+        let claim = self.claim_for_caller(ClaimRequest {
+            partition: other,
+            n,
+            with,
+            ack: None,
+            reserved: 0,
+        });
+        let (acked, claimed) = tokio::join!(self.ack_alone(partition, &ack), claim);
+        self.merge(acked, claimed)
+    }
+
+    /// Runs the ack script alone: whether the lease was still held, and
+    /// whether the ack reached the replicas asked for.
+    async fn ack_alone(
+        &self,
+        partition: u32,
+        (id, token): &(JobId, String),
+    ) -> Result<(bool, Result<(), Error>), Error> {
+        let keys = &self.setup.partitions[partition as usize];
+        let (done, replicated): (i64, _) = self
+            .setup
+            .conn
+            .eval_replicated(
+                &scripts::ACK_SCRIPT,
+                &keys.ordered,
+                vec![arg(id.as_str()), arg(token)],
+                true,
+            )
+            .await?;
+        Ok((done == 1, replicated))
+    }
+
+    /// An ack and a claim made side by side, as the reply of one script
+    /// that did both: if the ack failed or found its lease lost, what the
+    /// claim took goes to the next calls (as the script would not have
+    /// claimed); if only the claim failed, the ack stands and no job came
+    /// (the caller then waits as `next` does, which reports a Redis that
+    /// stays unreachable).
+    fn merge(
+        self: &Arc<Self>,
+        acked: Result<(bool, Result<(), Error>), Error>,
+        claimed: Result<Outcome, Error>,
+    ) -> Result<Outcome, Error> {
+        let (acked, ack_replicated) = match acked {
+            Ok(acked) => acked,
+            Err(error) => {
+                if let Ok(outcome) = claimed {
+                    self.pass_on(outcome);
+                }
+                return Err(error);
             }
         };
-        self.claim_for_caller(ClaimRequest {
-            partition,
-            n: 1 + self.setup.prefetch,
-            with,
-            ack: Some(ack),
-            reserved: 0,
-        })
-        .await
+        let mut outcome = match claimed {
+            Ok(outcome) if !acked => {
+                self.pass_on(outcome);
+                Outcome::nothing()
+            }
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::debug!(queue = %self.setup.name, %error, "claim beside an ack failed");
+                Outcome::nothing()
+            }
+        };
+        outcome.acked = Some(acked);
+        if outcome.replicated.is_ok() {
+            outcome.replicated = ack_replicated;
+        }
+        Ok(outcome)
+    }
+
+    /// Jobs claimed for a caller that cannot take them: to the next calls,
+    /// or back to Redis if the claim did not reach its replicas.
+    fn pass_on(self: &Arc<Self>, outcome: Outcome) {
+        if outcome.replicated.is_ok() {
+            self.absorb(outcome.jobs);
+            return;
+        }
+        let shared = Arc::clone(self);
+        tokio::spawn(async move {
+            for job in &outcome.jobs {
+                let _ = shared.release(job).await;
+            }
+        });
     }
 
     /// Runs a claim in a task of its own and waits for its outcome; if

@@ -52,6 +52,14 @@
 //! workers block on the marker sets, the partitions that may have waited
 //! longest first in the `BZPOPMIN` (which pops from the first non-empty
 //! set it is given).
+//!
+//! [`Job::ack_and_next`](crate::Job::ack_and_next) acks and claims in
+//! one script, on its job's partition. Under a backlog it stays there for
+//! up to [`STAY`] claims in a row while another partition's jobs are
+//! older, then acks alone and claims on the oldest beside it (two scripts
+//! in flight at once, one round trip of waiting): at most one command
+//! more every [`STAY`] + 1 claims, for a bound on how far a partition
+//! falls behind.
 
 use tokio::time::Instant;
 
@@ -62,6 +70,11 @@ use super::{Baton, Kind, State, BACKLOG};
 /// due job is made at most once in this many claims of this process (it
 /// may find nothing: a claim wasted in this many at most).
 pub(super) const SPECULATE_EVERY: u32 = 8;
+/// Under a backlog, [`Job::ack_and_next`](crate::Job::ack_and_next)
+/// claims on its job's partition (ack and claim in one script) at most
+/// this many times in a row while another partition's jobs are older.
+pub(super) const STAY: u32 = 7;
+
 /// What the last claim on a partition said of it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Seen {
@@ -105,6 +118,9 @@ pub(super) struct Fairness {
     backlogs: usize,
     /// Claims picked since the last speculative one.
     since_speculation: u32,
+    /// `ack_and_next` claims in a row on their job's partition while
+    /// another partition's jobs were older.
+    stayed: u32,
 }
 
 impl Fairness {
@@ -113,6 +129,7 @@ impl Fairness {
             seen: vec![None; partitions as usize],
             backlogs: 0,
             since_speculation: SPECULATE_EVERY,
+            stayed: 0,
         }
     }
 
@@ -236,6 +253,43 @@ impl State {
         match self.oldest(now)? {
             Target::Baton(_) if !alone => None,
             target => Some(self.take(target)),
+        }
+    }
+
+    /// Where [`Job::ack_and_next`](crate::Job::ack_and_next) on a job of
+    /// `partition` claims: `None` there, with its due baton if one is held
+    /// here (in the ack's script); `Some` elsewhere, the partition with
+    /// the oldest due work, when `partition` has stayed [`STAY`] claims in
+    /// a row while another's jobs were older (the ack then goes alone).
+    pub(super) fn pick_for_ack(&mut self, partition: u32, now: Instant) -> (Option<u32>, With) {
+        let elsewhere = match self.oldest(now) {
+            Some(target) if self.partition_of(target) != partition => Some(target),
+            _ => None,
+        };
+        match elsewhere {
+            Some(target) if self.fair.stayed >= STAY => {
+                self.fair.stayed = 0;
+                let (other, with) = self.take(target);
+                return (Some(other), with);
+            }
+            Some(_) => self.fair.stayed += 1,
+            None => self.fair.stayed = 0,
+        }
+        self.fair.since_speculation = self.fair.since_speculation.saturating_add(1);
+        let due = self
+            .batons
+            .iter()
+            .position(|b| b.partition == partition && b.fire_at.is_none_or(|at| at <= now));
+        match due {
+            Some(i) => (None, With::Baton(self.batons.swap_remove(i))),
+            None => (None, With::Nothing),
+        }
+    }
+
+    fn partition_of(&self, target: Target) -> u32 {
+        match target {
+            Target::Baton(i) => self.batons[i].partition,
+            Target::Due { partition, .. } | Target::Speculative(partition) => partition,
         }
     }
 
