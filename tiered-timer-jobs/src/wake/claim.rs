@@ -70,7 +70,7 @@ pub(crate) struct Outcome {
 
 impl Outcome {
     /// The outcome of a claim that took nothing and read nothing.
-    fn nothing() -> Outcome {
+    pub(super) fn nothing() -> Outcome {
         Outcome {
             now_ms: 0,
             left: 0,

@@ -322,3 +322,115 @@ impl State {
         order
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A claim's reply on a partition: Redis' time, its earliest event,
+    /// due jobs left.
+    fn reply(now_ms: u64, next: Option<u64>, left: u64) -> Outcome {
+        Outcome {
+            now_ms,
+            next,
+            left,
+            ..Outcome::nothing()
+        }
+    }
+
+    fn state(partitions: u32) -> State {
+        State {
+            fair: Fairness::new(partitions),
+            ..State::default()
+        }
+    }
+
+    #[test]
+    fn a_backlog_is_counted_once_per_partition_until_a_claim_ends_it() {
+        let mut fair = Fairness::new(2);
+        assert!(fair.note(0, &reply(1000, Some(10), BACKLOG)));
+        assert!(
+            !fair.note(0, &reply(1001, Some(11), BACKLOG + 1)),
+            "still one"
+        );
+        assert!(fair.note(1, &reply(1002, Some(5), BACKLOG)));
+        assert!(fair.note(0, &reply(1003, Some(2000), 0)));
+        assert!(fair.backlog());
+        assert!(fair.note(1, &reply(1004, None, 1)));
+        assert!(!fair.backlog());
+        // A partition this handle does not have is ignored.
+        assert!(!fair.note(7, &reply(1005, Some(1), BACKLOG)));
+        assert!(!fair.backlog());
+    }
+
+    #[test]
+    fn without_a_backlog_nothing_is_claimed_without_a_baton() {
+        let mut state = state(3);
+        state.fair.note(0, &reply(1000, Some(10), BACKLOG - 1));
+        assert!(state.pick(Instant::now(), true).is_none());
+    }
+
+    #[test]
+    fn under_a_backlog_the_partition_with_the_oldest_due_jobs_is_picked() {
+        let mut state = state(3);
+        state.fair.note(0, &reply(1000, Some(500), BACKLOG));
+        state.fair.note(1, &reply(1000, Some(300), 2));
+        state.fair.note(2, &reply(1000, Some(400), BACKLOG));
+        let now = Instant::now();
+        // Partition 1 is no backlog: even a lone job is taken there.
+        assert!(matches!(state.pick(now, true), Some((1, With::Overdue))));
+        state.fair.note(1, &reply(1001, Some(5000), 0));
+        assert!(matches!(state.pick(now, false), Some((2, With::Nothing))));
+        state.fair.note(2, &reply(1002, Some(600), BACKLOG));
+        assert!(matches!(state.pick(now, false), Some((0, With::Nothing))));
+    }
+
+    #[test]
+    fn a_partition_not_known_to_have_due_jobs_is_tried_once_in_eight_claims() {
+        let mut state = state(2);
+        // Partition 1 had nothing due at 100; partition 0's backlog came
+        // due after that, so partition 1 may hold older jobs.
+        state.fair.note(1, &reply(100, None, 0));
+        let mut picked = Vec::new();
+        for k in 0..20 {
+            state.fair.note(0, &reply(1000 + k, Some(200 + k), BACKLOG));
+            let (partition, _) = state.pick(Instant::now(), true).unwrap();
+            picked.push(partition);
+            if partition == 1 {
+                // It had nothing: its last look is now recent again.
+                state.fair.note(1, &reply(100 + k, None, 0));
+            }
+        }
+        let tries: Vec<usize> = (0..20).filter(|&k| picked[k] == 1).collect();
+        assert_eq!(tries, vec![0, 9, 18], "{picked:?}");
+    }
+
+    #[test]
+    fn ack_and_next_stays_seven_claims_then_claims_on_the_oldest() {
+        let mut state = state(2);
+        state.fair.note(0, &reply(1000, Some(500), BACKLOG));
+        state.fair.note(1, &reply(1000, Some(100), BACKLOG));
+        let now = Instant::now();
+        for _ in 0..STAY {
+            assert!(matches!(state.pick_for_ack(0, now), (None, With::Nothing)));
+        }
+        assert!(matches!(
+            state.pick_for_ack(0, now),
+            (Some(1), With::Nothing)
+        ));
+        // On the oldest partition, it stays without counting.
+        for _ in 0..2 * STAY {
+            assert!(matches!(state.pick_for_ack(1, now), (None, With::Nothing)));
+        }
+    }
+
+    #[test]
+    fn bzpopmin_tries_the_partitions_that_may_have_waited_longest_first() {
+        let mut state = state(4);
+        state.fair.note(0, &reply(1000, None, 0));
+        state.fair.note(1, &reply(900, Some(950), 0));
+        state.fair.note(3, &reply(1000, Some(800), 1));
+        // Partition 2 was never read: first.
+        assert_eq!(state.marker_order(&[0, 1, 2, 3]), vec![2, 3, 1, 0]);
+    }
+}
