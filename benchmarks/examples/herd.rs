@@ -20,7 +20,8 @@
 //!   clients sent (not those scripts ran): round trips per job.
 //! * **idle**: 100 000 jobs an hour out, 4 and 16 waiting workers, 15 s:
 //!   commands per second per worker (health checks included).
-//! * **burst**: `HERD_BURST` jobs due at once, 4 workers: claim + ack
+//! * **burst**: `HERD_BURST` jobs due at once (on `HERD_BURST_PARTITIONS`
+//!   partitions, default 1), 4 workers: claim + ack
 //!   throughput with `next` + `ack`, with `prefetch(64)`, with
 //!   `prefetch(64)` and `ack_batched`, with `ack_and_next`, with `next_batch(64)` + `ack`, and with
 //!   `next_batch(64)` + `ack_many`; Redis commands and CPU per job, and
@@ -369,16 +370,16 @@ struct Burst {
     own_cpu: f64,
 }
 
-/// Burst: `jobs` due at once, 4 workers, each its own `Queue` (as separate
-/// processes) or, if `shared`, 4 tasks sharing one `Queue` (as one
-/// process).
-async fn burst(jobs: u64, mode: Mode, shared: bool) -> Burst {
+/// Burst: `jobs` due at once on `partitions` partitions, 4 workers, each
+/// its own `Queue` (as separate processes) or, if `shared`, 4 tasks
+/// sharing one `Queue` (as one process).
+async fn burst(jobs: u64, partitions: u32, mode: Mode, shared: bool) -> Burst {
     let server = Server::start();
     let prefetch = match mode {
         Mode::Prefetch | Mode::PrefetchBatched | Mode::AckAndNext => 64,
         _ => 0,
     };
-    let producer = queue(&server, 1, 0).await;
+    let producer = queue(&server, partitions, 0).await;
     for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
         producer
             .schedule_many(chunk.iter().map(|_| (Duration::ZERO, "x")))
@@ -388,11 +389,11 @@ async fn burst(jobs: u64, mode: Mode, shared: bool) -> Burst {
     let done = Arc::new(AtomicU64::new(0));
     let mut queues = Vec::new();
     if shared {
-        let queue = queue(&server, 1, prefetch).await;
+        let queue = queue(&server, partitions, prefetch).await;
         queues.resize(4, queue);
     } else {
         for _ in 0..4 {
-            queues.push(queue(&server, 1, prefetch).await);
+            queues.push(queue(&server, partitions, prefetch).await);
         }
     }
     let (c0, cpu0) = server.counters();
@@ -562,9 +563,10 @@ async fn main() {
     }
     if only("burst") {
         let jobs = env("HERD_BURST", 50_000);
+        let partitions = env("HERD_BURST_PARTITIONS", 1) as u32;
         let rounds = env("HERD_ROUNDS", 1);
         let baseline = std::env::var("HERD_BASELINE").ok();
-        println!("\nburst: {jobs} jobs due at once, 4 workers, one partition; workers as 4 `Queue`s (4 processes) or as 4 tasks sharing one `Queue` (one process)");
+        println!("\nburst: {jobs} jobs due at once, 4 workers, {partitions} partition(s); workers as 4 `Queue`s (4 processes) or as 4 tasks sharing one `Queue` (one process)");
         println!("| how | workers | claim + ack (jobs/s) | commands/job | Redis CPU/job (µs) | worker CPU/job (µs) |");
         println!("|---|---|---|---|---|---|");
         let modes = std::env::var("HERD_MODES").unwrap_or_default();
@@ -597,7 +599,7 @@ async fn main() {
                     if !modes.is_empty() && !modes.split(',').any(|m| m == format!("{mode:?}")) {
                         continue;
                     }
-                    if let (Some(binary), Mode::NextAck) = (&baseline, mode) {
+                    if let (Some(binary), Mode::NextAck, 1) = (&baseline, mode, partitions) {
                         row(
                             "next + ack, baseline build",
                             shared,
@@ -612,7 +614,7 @@ async fn main() {
                         Mode::Batch => "next_batch(64) + ack",
                         Mode::BatchAckMany => "next_batch(64) + ack_many",
                     };
-                    row(how, shared, &burst(jobs, mode, shared).await);
+                    row(how, shared, &burst(jobs, partitions, mode, shared).await);
                 }
             }
         }

@@ -377,6 +377,12 @@ impl Job {
     /// With [`prefetch`](crate::Builder::prefetch), it claims that many
     /// more, for the next calls.
     ///
+    /// Under a backlog on several partitions, the claim stays on this
+    /// job's partition for at most 7 claims in a row while another
+    /// partition's due jobs are older; then the ack goes alone and the
+    /// claim goes to that partition, side by side (two scripts, one round
+    /// trip of waiting), so that no partition falls behind.
+    ///
     /// # Errors
     ///
     /// As [`ack`](Job::ack) (nothing is claimed if the ack fails), then as

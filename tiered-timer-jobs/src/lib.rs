@@ -165,7 +165,10 @@
 //! them (one `BZPOPMIN` over all markers on one Redis, one per partition
 //! on a cluster, so a dead node stops only its own partitions). The count
 //! is recorded by the queue's first connect; a handle that sets none
-//! adopts it.
+//! adopts it. A worker that is never idle pops no baton: under a backlog
+//! it claims at once, oldest due first across partitions, from what each
+//! claim's reply said of its partition (its most overdue job), so that no
+//! partition falls behind while the others are served.
 //!
 //! # The embedded store
 //!

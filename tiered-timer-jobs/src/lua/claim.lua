@@ -17,13 +17,17 @@
 --   8, 9 id and token of a job to ack first ('' for none)
 --
 -- Returns one flat list (nested ones cost Redis more to convert):
--- {now, acked, head, kept, left, b, b buried ids, then five fields per
--- job}. acked is 1, 0 (the lease was lost: nothing else done) or -1
+-- {now, acked, head, kept, left, next, b, b buried ids, then five fields
+-- per job}. acked is 1, 0 (the lease was lost: nothing else done) or -1
 -- (nothing to ack); head is the chain head's time after this claim
 -- (`armed`, -1: none: waiting workers that do not hold its baton check
 -- it WATCH after its time, see src/wake/waker.rs); kept
 -- is the baton the caller now holds (-1: none); left is how many due jobs
--- it saw and left (up to BACKLOG + 1: BACKLOG or more is a backlog); the
+-- it saw and left (up to BACKLOG + 1: BACKLOG or more is a backlog); next
+-- is the partition's earliest event left, as it is (not moved up to now
+-- as head is): its most overdue job or expired lease, or when the next
+-- job comes due (-1: none), which is how a busy worker picks the
+-- partition whose due jobs are the oldest (src/wake/fair.rs); the
 -- b ids are those this call moved to the dead letters; a job is id,
 -- payload, deadline, attempt, expired (1 if taken back from a lease that
 -- ran out), and the k-th job's token is prefix.k.
@@ -45,7 +49,7 @@ end
 local acked = -1
 if ack_id ~= '' then
   local _, held = parse_lease(redis.call('HGET', K_JOB, L(ack_id)))
-  if held ~= ack_token then return {now, 0, -1, -1, 0, 0} end
+  if held ~= ack_token then return {now, 0, -1, -1, 0, -1, 0} end
   redis.call('ZREM', K_TIMELINE, ack_id)
   redis.call('HDEL', K_JOB, P(ack_id), L(ack_id), E(ack_id))
   acked = 1
@@ -223,8 +227,8 @@ if dirty then
   fields[2 * count + 2] = meta(armed, lease_lb, watch)
 end
 if #fields > 0 then redis.call('HSET', K_JOB, unpack(fields)) end
-local reply = {now, acked, armed or -1, kept, left, #buried}
-local r = 6
+local reply = {now, acked, armed or -1, kept, left, nxt or -1, #buried}
+local r = 7
 for _, id in ipairs(buried) do
   r = r + 1
   reply[r] = id

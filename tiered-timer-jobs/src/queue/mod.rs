@@ -601,7 +601,10 @@ impl Queue {
     /// worker that comes back for its next job within a few milliseconds
     /// keeps the baton and claims the next job without waiting for one.
     /// So a job costs one claim and one ack, and at most one `BZPOPMIN`,
-    /// however many workers wait.
+    /// however many workers wait. Under a backlog the calls claim at once,
+    /// oldest due first across partitions (a claim at a time: with
+    /// [`prefetch`](Builder::prefetch), a claim takes its jobs from one
+    /// partition).
     ///
     /// Cancel-safe: a job claimed for a call that was dropped goes to the
     /// next call on this queue (or is released, see

@@ -10,7 +10,7 @@ use redis::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Baton, Claimed, Event, Kind, Offset, Setup, Shared, BACKLOG, KEEP_HORIZON};
+use super::{Baton, Claimed, Event, Kind, Offset, Setup, Shared, KEEP_HORIZON};
 use crate::error::Error;
 use crate::job::JobId;
 use crate::queue::{arg, millis_up, parse};
@@ -28,6 +28,10 @@ pub(crate) enum With {
     /// None: the first claim of this queue handle (claims, and re-arms a
     /// missing or stale chain).
     Start,
+    /// None, even for a lone due job: under a backlog, a partition with
+    /// the oldest due jobs that no worker of this busy process would pop
+    /// the baton of (see [`fair`](super::fair)).
+    Overdue,
     /// This baton.
     Baton(Baton),
 }
@@ -46,49 +50,149 @@ pub(crate) struct ClaimRequest {
 #[derive(Debug)]
 pub(crate) struct Outcome {
     pub(crate) now_ms: u64,
-    /// How many due jobs the claim saw and left (at most [`BACKLOG`] + 1):
-    /// [`BACKLOG`] or more is a backlog.
+    /// How many due jobs the claim saw and left (at most
+    /// [`BACKLOG`](super::BACKLOG) + 1): `BACKLOG` or more is a backlog.
     pub(crate) left: u64,
     /// `Some(false)`: the job to ack had lost its lease (nothing done).
     pub(crate) acked: Option<bool>,
     pub(crate) kept: Option<u64>,
     /// The chain head's time after the claim (`None`: no event ahead).
     pub(crate) head: Option<u64>,
+    /// The partition's earliest event left, as it is (`head` is moved up
+    /// to now): its most overdue job or expired lease, or its next due
+    /// job (`None`: none).
+    pub(crate) next: Option<u64>,
     pub(crate) buried: Vec<String>,
     pub(crate) jobs: Vec<Claimed>,
     /// The claim ran, but fewer replicas than asked for acknowledged it.
     pub(crate) replicated: Result<(), Error>,
 }
 
+impl Outcome {
+    /// The outcome of a claim that took nothing and read nothing.
+    pub(super) fn nothing() -> Outcome {
+        Outcome {
+            now_ms: 0,
+            left: 0,
+            acked: None,
+            kept: None,
+            head: None,
+            next: None,
+            buried: Vec::new(),
+            jobs: Vec::new(),
+            replicated: Ok(()),
+        }
+    }
+}
+
 impl Shared {
     /// Claims now, in a task of its own, for a caller that holds a job
-    /// (see [`Job::ack_and_next`](crate::Job::ack_and_next)): with a
-    /// baton of this partition if this process holds a due one.
+    /// (see [`Job::ack_and_next`](crate::Job::ack_and_next)): on the job's
+    /// partition, with its baton if this process holds a due one, in the
+    /// ack's script; under a backlog, on the partition with the oldest due
+    /// jobs once the job's has had its turn (see [`fair`](super::fair)),
+    /// the ack then going alone beside the claim.
     pub(crate) async fn claim_now(
         self: &Arc<Self>,
         partition: u32,
         ack: (JobId, String),
     ) -> Result<Outcome, Error> {
-        let with = {
-            let mut state = self.lock();
-            let now = Instant::now();
-            let due = state
-                .batons
-                .iter()
-                .position(|b| b.partition == partition && b.fire_at.is_none_or(|at| at <= now));
-            match due {
-                Some(i) => With::Baton(state.batons.swap_remove(i)),
-                None => With::Nothing,
+        let (elsewhere, with) = self.lock().pick_for_ack(partition, Instant::now());
+        let n = 1 + self.setup.prefetch;
+        let Some(other) = elsewhere else {
+            return self
+                .claim_for_caller(ClaimRequest {
+                    partition,
+                    n,
+                    with,
+                    ack: Some(ack),
+                    reserved: 0,
+                })
+                .await;
+        };
+        let claim = self.claim_for_caller(ClaimRequest {
+            partition: other,
+            n,
+            with,
+            ack: None,
+            reserved: 0,
+        });
+        let (acked, claimed) = tokio::join!(self.ack_alone(partition, &ack), claim);
+        self.merge(acked, claimed)
+    }
+
+    /// Runs the ack script alone: whether the lease was still held, and
+    /// whether the ack reached the replicas asked for.
+    async fn ack_alone(
+        &self,
+        partition: u32,
+        (id, token): &(JobId, String),
+    ) -> Result<(bool, Result<(), Error>), Error> {
+        let keys = &self.setup.partitions[partition as usize];
+        let (done, replicated): (i64, _) = self
+            .setup
+            .conn
+            .eval_replicated(
+                &scripts::ACK_SCRIPT,
+                &keys.ordered,
+                vec![arg(id.as_str()), arg(token)],
+                true,
+            )
+            .await?;
+        Ok((done == 1, replicated))
+    }
+
+    /// An ack and a claim made side by side, as the reply of one script
+    /// that did both: if the ack failed or found its lease lost, what the
+    /// claim took goes to the next calls (as the script would not have
+    /// claimed); if only the claim failed, the ack stands and no job came
+    /// (the caller then waits as `next` does, which reports a Redis that
+    /// stays unreachable).
+    fn merge(
+        self: &Arc<Self>,
+        acked: Result<(bool, Result<(), Error>), Error>,
+        claimed: Result<Outcome, Error>,
+    ) -> Result<Outcome, Error> {
+        let (acked, ack_replicated) = match acked {
+            Ok(acked) => acked,
+            Err(error) => {
+                if let Ok(outcome) = claimed {
+                    self.pass_on(outcome);
+                }
+                return Err(error);
             }
         };
-        self.claim_for_caller(ClaimRequest {
-            partition,
-            n: 1 + self.setup.prefetch,
-            with,
-            ack: Some(ack),
-            reserved: 0,
-        })
-        .await
+        let mut outcome = match claimed {
+            Ok(outcome) if !acked => {
+                self.pass_on(outcome);
+                Outcome::nothing()
+            }
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::debug!(queue = %self.setup.name, %error, "claim beside an ack failed");
+                Outcome::nothing()
+            }
+        };
+        outcome.acked = Some(acked);
+        if outcome.replicated.is_ok() {
+            outcome.replicated = ack_replicated;
+        }
+        Ok(outcome)
+    }
+
+    /// Jobs claimed for a caller that cannot take them: to the next calls,
+    /// or back to Redis if the claim did not reach its replicas.
+    fn pass_on(self: &Arc<Self>, outcome: Outcome) {
+        if outcome.replicated.is_ok() {
+            self.absorb(outcome.jobs);
+            return;
+        }
+        let shared = Arc::clone(self);
+        tokio::spawn(async move {
+            for job in &outcome.jobs {
+                let _ = shared.release(job).await;
+            }
+        });
     }
 
     /// Runs a claim in a task of its own and waits for its outcome; if
@@ -146,16 +250,13 @@ impl Shared {
             crate::metrics::dead_lettered(name);
         }
         let mut state = self.lock();
-        let backlog_before = state.backlog;
         let mut changed = request.reserved > 0 || state.failed_at.contains_key(&partition);
         state.reserved = state.reserved.saturating_sub(request.reserved);
         state.failed_at.remove(&partition);
-        if outcome.left >= BACKLOG {
-            state.backlog = Some(partition);
-        } else if state.backlog == Some(partition) {
-            state.backlog = None;
+        // (A claim whose ack lost its lease read nothing.)
+        if outcome.acked != Some(false) {
+            changed |= state.fair.note(partition, outcome);
         }
-        changed |= state.backlog != backlog_before;
         if outcome.now_ms > 0 && received.duration_since(sent) < Duration::from_secs(1) {
             state.offset = Some(Offset {
                 redis_ms: outcome.now_ms,
@@ -295,7 +396,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
     let (baton, min_due) = match request.with {
         With::Nothing => (String::new(), 2),
         With::Rescue => ("r".to_owned(), 1),
-        With::Start => (String::new(), 1),
+        With::Start | With::Overdue => (String::new(), 1),
         // A watch claims only if more than one job is due, unless it
         // finds the chain head stale (the script decides).
         With::Baton(baton) if baton.kind == Kind::Watch => (baton.claim_arg(), 2),
@@ -326,6 +427,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
     let head: i64 = parse(fields.next())?;
     let kept: i64 = parse(fields.next())?;
     let left: i64 = parse(fields.next())?;
+    let next: i64 = parse(fields.next())?;
     let n_buried: usize = parse(fields.next())?;
     let mut buried = Vec::with_capacity(n_buried);
     for _ in 0..n_buried {
@@ -362,6 +464,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
         },
         kept: u64::try_from(kept).ok(),
         head: u64::try_from(head).ok(),
+        next: u64::try_from(next).ok(),
         buried,
         jobs,
         replicated,

@@ -20,6 +20,11 @@
 //! `BZPOPMIN` at most, one claim and one ack, whatever the number of
 //! workers `W` and partitions `P`.
 //!
+//! A worker that is never idle pops no baton: under a backlog it claims
+//! without one, on the partition with the oldest due jobs as far as the
+//! claims' replies told this process (see [`fair`]), so that one busy
+//! worker does not drain one partition while the others' jobs wait.
+//!
 //! # Ground rules
 //!
 //! * The waker task owns the blocking connections and the batons this
@@ -77,6 +82,7 @@ use crate::queue::arg;
 use crate::scripts;
 
 mod claim;
+mod fair;
 mod waker;
 
 use claim::{ClaimRequest, Outcome, With};
@@ -220,6 +226,13 @@ impl Offset {
     fn local_at(&self, at_ms: u64) -> Instant {
         self.local + Duration::from_millis(at_ms.saturating_sub(self.redis_ms))
     }
+
+    /// The local instant `local` on Redis' clock (ms).
+    fn redis_at(&self, local: Instant) -> u64 {
+        let since = local.saturating_duration_since(self.local).as_millis();
+        self.redis_ms
+            .saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
+    }
 }
 
 #[derive(Default)]
@@ -236,11 +249,13 @@ struct State {
     /// a while its claims do not hold waiting workers' demand, so that a
     /// dead node's partitions never make the others wait.
     failed_at: std::collections::HashMap<u32, Instant>,
-    /// A partition where the last claim left a backlog ([`BACKLOG`] or
-    /// more due jobs): calls claim there at once, without a baton, instead
-    /// of waiting for one, so every worker works on a backlog at once,
-    /// until a claim's reply says it is gone.
-    backlog: Option<u32>,
+    /// What the claims said of each partition: while one holds a backlog
+    /// ([`BACKLOG`] or more due jobs), calls claim at once, without
+    /// waiting for a baton, on the partition with the oldest due jobs
+    /// (see [`fair`]), so every worker works on a backlog at once, oldest
+    /// due first across partitions, until the claims' replies say it is
+    /// gone.
+    fair: fair::Fairness,
     /// When a waiting worker of this process is to check each partition's
     /// chain head (see [`State::learn`]).
     checks: std::collections::HashMap<u32, Check>,
@@ -430,9 +445,13 @@ impl Shared {
     /// Starts the waker task of a new queue handle.
     pub(crate) fn start(setup: Setup) -> Arc<Shared> {
         let (inbox, events) = mpsc::unbounded_channel();
+        let state = State {
+            fair: fair::Fairness::new(setup.partitions.len() as u32),
+            ..State::default()
+        };
         let shared = Arc::new(Shared {
             setup,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             notify: Notify::new(),
             inbox,
             task: Mutex::new(None),
@@ -453,9 +472,9 @@ impl Shared {
     /// process holds a baton that is due, the call claims with it right
     /// away, without going through the waker task (a call dropped meanwhile
     /// loses nothing: the claim is finished in a task of its own); and
-    /// while the last claim here left a backlog, every call claims from it
-    /// at once without a baton, whoever else waits (taking a job only if
-    /// more than one is due).
+    /// while a claim here left a backlog, every call claims at once,
+    /// whoever else waits, on the partition with the oldest due jobs (see
+    /// [`fair`]).
     pub(crate) async fn wait(self: &Arc<Self>, max: usize) -> Delivery {
         loop {
             let direct = {
@@ -468,24 +487,13 @@ impl Shared {
                     let jobs = state.buffer.drain(..take).map(|(job, _)| job).collect();
                     return Ok(jobs);
                 }
-                let now = Instant::now();
                 let alone = state.demand() == 0 && state.waiters.is_empty();
-                let due = state
-                    .batons
-                    .iter()
-                    .position(|b| b.fire_at.is_none_or(|at| at <= now));
-                match (due, state.backlog) {
-                    (Some(i), _) if alone => {
-                        let baton = state.batons.swap_remove(i);
-                        Some((baton.partition, With::Baton(baton)))
-                    }
-                    // A backlog: every caller claims from it at once,
-                    // whoever else waits (through the waker, the callers
-                    // of one `Queue` would take turns). The claim's reply
-                    // says whether the backlog is still there.
-                    (None, Some(partition)) => Some((partition, With::Nothing)),
-                    _ => None,
-                }
+                // Under a backlog every caller claims at once, whoever
+                // else waits (through the waker, the callers of one
+                // `Queue` would take turns), oldest due first across
+                // partitions. The claim's reply says whether the backlog
+                // is still there.
+                state.pick(Instant::now(), alone)
             };
             let Some((partition, with)) = direct else {
                 break;

@@ -210,7 +210,10 @@ impl Waker {
         {
             let mut state = self.shared.lock();
             let mut demand = state.demand();
-            let batons = std::mem::take(&mut state.batons);
+            let mut batons = std::mem::take(&mut state.batons);
+            // The demand goes to the partitions that may have waited
+            // longest first.
+            batons.sort_by_cached_key(|b| state.baton_age(b));
             for mut baton in batons {
                 let due = baton.fire_at.is_none_or(|at| at <= now);
                 if closed {
@@ -340,14 +343,14 @@ impl Waker {
     fn block(&mut self, index: usize) {
         let health = self.shared.setup.health_check;
         let margin = (health / 5).min(Duration::from_secs(1));
-        // Back by the first chain head to check, if that comes first.
-        let check = {
+        // Back by the first chain head to check, if that comes first; the
+        // partitions that may have waited longest first (`BZPOPMIN` pops
+        // from the first non-empty set it is given).
+        let (check, order) = {
             let state = self.shared.lock();
-            self.blockers[index]
-                .partitions
-                .iter()
-                .filter_map(|&p| state.check_at(p))
-                .min()
+            let partitions = &self.blockers[index].partitions;
+            let check = partitions.iter().filter_map(|&p| state.check_at(p)).min();
+            (check, state.marker_order(partitions))
         };
         let now = Instant::now();
         let block_for = match check {
@@ -362,7 +365,7 @@ impl Waker {
         };
         blocker.generation += 1;
         let generation = blocker.generation;
-        let markers = blocker.markers.clone();
+        let markers: Vec<String> = order.iter().map(|&i| blocker.markers[i].clone()).collect();
         let inbox = self.shared.inbox.clone();
         let task = tokio::spawn(async move {
             let mut cmd = redis::cmd("BZPOPMIN");
