@@ -46,6 +46,7 @@ use std::io::{self, Read};
 use std::path::Path;
 
 use super::error::StoreError;
+use super::fs::LogFile;
 
 /// The file's first bytes.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"ttrjobs\0";
@@ -375,7 +376,7 @@ pub(crate) struct Scanned {
 /// `frame`; [`StoreError::Io`] if reading fails.
 pub(crate) fn scan(
     path: &Path,
-    file: &std::fs::File,
+    file: &LogFile,
     len: u64,
     mut frame: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
 ) -> Result<Scanned, StoreError> {
@@ -457,8 +458,7 @@ pub(crate) fn scan(
 /// Whether a whole, valid frame starts at any byte offset from `from` on:
 /// the test that tells damage (acknowledged frames follow) from a torn
 /// last write (nothing valid follows).
-fn valid_frame_after(file: &std::fs::File, from: u64, len: u64) -> io::Result<bool> {
-    use std::os::unix::fs::FileExt;
+fn valid_frame_after(file: &LogFile, from: u64, len: u64) -> io::Result<bool> {
     if from >= len {
         return Ok(false);
     }

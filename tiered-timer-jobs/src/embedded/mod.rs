@@ -39,12 +39,16 @@
 mod driver;
 pub(crate) mod error;
 pub(crate) mod format;
+pub(crate) mod fs;
 pub(crate) mod index;
+mod open;
 pub(crate) mod ops;
 pub(crate) mod queue;
 pub(crate) mod store;
 
 #[cfg(test)]
 mod bench;
+#[cfg(test)]
+mod power_cut;
 #[cfg(test)]
 mod tests;

@@ -53,9 +53,8 @@
 //!   new file. Calls go on meanwhile; their frames wait.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
@@ -65,7 +64,9 @@ use tokio::sync::{oneshot, Notify};
 
 use super::error::StoreError;
 use super::format::{self, Record, FRAME_HEADER};
+use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Batch, Index, Now, ReadAt, Undo, View};
+use super::open::{create_dir_all, replay, sync_dir};
 
 /// Compaction waits until the log is at least this long.
 const COMPACT_MIN_BYTES: u64 = 64 << 20;
@@ -82,7 +83,7 @@ static STORES: LazyLock<Mutex<HashMap<PathBuf, Weak<Store>>>> =
 pub(crate) struct Store {
     dir: PathBuf,
     /// Locked exclusively while the store is open.
-    _lock: File,
+    _lock: LogFile,
     queues: Mutex<HashMap<String, Opened>>,
 }
 
@@ -111,7 +112,7 @@ impl Store {
     /// [`StoreError::Locked`] if another process has it open;
     /// [`StoreError::Io`] if the directory cannot be created or locked.
     pub(crate) fn open(dir: &Path) -> Result<Arc<Store>, StoreError> {
-        fs::create_dir_all(dir)
+        create_dir_all(dir)
             .map_err(|e| StoreError::io(dir, "creating the job store's directory", e))?;
         let dir = fs::canonicalize(dir)
             .map_err(|e| StoreError::io(dir, "resolving the job store's directory", e))?;
@@ -120,16 +121,11 @@ impl Store {
             return Ok(store);
         }
         let lock_path = dir.join("LOCK");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lock_path)
+        let lock = seam::open(&lock_path, Mode::Create)
             .map_err(|e| StoreError::io(&lock_path, "opening the lock file", e))?;
         // Fully qualified: std's own `File::try_lock` (Rust 1.89) would
         // shadow the trait's method on newer compilers.
-        match fs4::FileExt::try_lock(&lock) {
+        match fs4::FileExt::try_lock(lock.as_file()) {
             Ok(()) => {}
             Err(fs4::TryLockError::WouldBlock) => return Err(StoreError::Locked { path: dir }),
             Err(fs4::TryLockError::Error(e)) => {
@@ -211,7 +207,7 @@ pub(crate) struct State {
     in_flight: Option<InFlight>,
     /// Where the last frame on disk ends.
     end: u64,
-    file: Arc<File>,
+    file: Arc<LogFile>,
     failed: Option<StoreError>,
     closing: bool,
     /// Compaction waits until the log is at least this long.
@@ -226,7 +222,7 @@ pub(crate) struct State {
 /// Reads the log for the index: the file up to its durable end, or the
 /// frame being written.
 struct LogReader<'a> {
-    file: &'a File,
+    file: &'a LogFile,
     end: u64,
     in_flight: Option<&'a InFlight>,
 }
@@ -487,65 +483,6 @@ impl QueueLog {
     }
 }
 
-/// Opens and replays the log at `path`: the file, its durable end, the
-/// index.
-fn replay(path: &Path, now: Now) -> Result<(File, u64, Index), StoreError> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| StoreError::io(path, "opening the job log", e))?;
-    let mut len = file
-        .metadata()
-        .map_err(|e| StoreError::io(path, "reading the job log's length", e))?
-        .len();
-    if len < format::FILE_HEADER as u64 {
-        // New (or a crash before its header was whole): start it.
-        file.set_len(0)
-            .map_err(|e| StoreError::io(path, "starting the job log", e))?;
-        file.write_all_at(&format::file_header(), 0)
-            .map_err(|e| StoreError::io(path, "starting the job log", e))?;
-        file.sync_all()
-            .map_err(|e| StoreError::io(path, "syncing the job log", e))?;
-        sync_dir(path)?;
-        len = format::FILE_HEADER as u64;
-    }
-    let mut index = Index::new(now.floor);
-    index.begin_replay();
-    let scanned = format::scan(path, &file, len, |at, body| {
-        let mut records = format::Records::new(body);
-        loop {
-            let offset = at + records.position() as u64;
-            let Some(record) = records.next_record() else {
-                return Ok(());
-            };
-            let record = record.map_err(|reason| StoreError::corrupt(path, offset, reason))?;
-            let data = offset + format::NEW_ID_AT as u64;
-            index
-                .apply(&record, data)
-                .map_err(|reason| StoreError::corrupt(path, offset, reason))?;
-        }
-    })?;
-    index.end_replay();
-    if scanned.torn {
-        file.set_len(scanned.end)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| StoreError::io(path, "cutting a torn write off the job log", e))?;
-    }
-    index.advance(now.floor);
-    Ok((file, scanned.end, index))
-}
-
-/// Syncs the directory holding `path` (a new or renamed file's entry).
-fn sync_dir(path: &Path) -> Result<(), StoreError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(dir, "syncing the directory", e))
-}
-
 /// The committer: one frame per round, until the queue closes.
 fn commit_loop(shared: &Shared) {
     loop {
@@ -659,7 +596,7 @@ fn commit_loop(shared: &Shared) {
 }
 
 /// Reads ids and payloads at planned places.
-fn read_all(file: &File, plan: &[Option<(u64, usize, usize)>]) -> io::Result<Vec<Read>> {
+fn read_all(file: &LogFile, plan: &[Option<(u64, usize, usize)>]) -> io::Result<Vec<Read>> {
     plan.iter()
         .map(|place| match *place {
             Some(place) => read_one(file, place),
@@ -670,7 +607,7 @@ fn read_all(file: &File, plan: &[Option<(u64, usize, usize)>]) -> io::Result<Vec
 
 /// Reads one job's id and the first `payload_len` bytes of its payload,
 /// at `data` in `file`.
-fn read_one(file: &File, (data, id_len, payload_len): (u64, usize, usize)) -> io::Result<Read> {
+fn read_one(file: &LogFile, (data, id_len, payload_len): (u64, usize, usize)) -> io::Result<Read> {
     let mut bytes = vec![0; id_len + payload_len];
     file.read_exact_at(&mut bytes, data)?;
     let payload = bytes.split_off(id_len);
@@ -741,30 +678,21 @@ fn maybe_compact(shared: &Shared) {
 fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
     let new_path = &shared.path.with_extension("log.compact");
     let io = |doing: &'static str| move |e: io::Error| StoreError::io(new_path, doing, e);
-    let out = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(new_path)
-        .map_err(io("creating the compacted job log"))?;
-    let mut writer = io::BufWriter::with_capacity(COMPACT_FRAME * 2, &out);
-    writer
-        .write_all(&format::file_header())
+    let out = seam::open(new_path, Mode::Truncate).map_err(io("creating the compacted job log"))?;
+    out.write_all_at(&format::file_header(), 0)
         .map_err(io("writing the compacted job log"))?;
     let mut written = format::FILE_HEADER as u64;
     let mut frame: Vec<u8> = Vec::with_capacity(COMPACT_FRAME + 4096);
     // New data offsets, by slot.
     let mut moved: HashMap<u32, u64> = HashMap::new();
-    let flush = |frame: &mut Vec<u8>,
-                 writer: &mut io::BufWriter<&File>,
-                 written: &mut u64|
-     -> io::Result<()> {
+    // One frame per write (no sync until the end: the file is not the log
+    // until it is renamed over it).
+    let flush = |frame: &mut Vec<u8>, written: &mut u64| -> io::Result<()> {
         if frame.is_empty() {
             return Ok(());
         }
-        writer.write_all(&format::frame_header(frame))?;
-        writer.write_all(frame)?;
+        out.write_all_at(&format::frame_header(frame), *written)?;
+        out.write_all_at(frame, *written + FRAME_HEADER as u64)?;
         *written += (FRAME_HEADER + frame.len()) as u64;
         frame.clear();
         Ok(())
@@ -805,8 +733,7 @@ fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
             moved.insert(slot, data);
             Index::rebuild(slot, &view, id, payload, &mut frame);
             if frame.len() >= COMPACT_FRAME {
-                flush(&mut frame, &mut writer, &mut written)
-                    .map_err(io("writing the compacted job log"))?;
+                flush(&mut frame, &mut written).map_err(io("writing the compacted job log"))?;
             }
         }
         match more {
@@ -814,14 +741,10 @@ fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
             None => break,
         }
     }
-    flush(&mut frame, &mut writer, &mut written).map_err(io("writing the compacted job log"))?;
-    writer
-        .flush()
-        .map_err(io("writing the compacted job log"))?;
-    drop(writer);
+    flush(&mut frame, &mut written).map_err(io("writing the compacted job log"))?;
     out.sync_all()
         .map_err(io("syncing the compacted job log"))?;
-    fs::rename(new_path, &shared.path).map_err(io("renaming the compacted job log"))?;
+    seam::rename(new_path, &shared.path).map_err(io("renaming the compacted job log"))?;
     sync_dir(&shared.path)?;
 
     // The new file is the log: move every data offset to it.

@@ -17,8 +17,13 @@ pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
     pub(crate) fn new(what: &str) -> TempDir {
+        TempDir::new_in(&std::env::temp_dir(), what)
+    }
+
+    /// A new directory in `parent`.
+    pub(crate) fn new_in(parent: &Path, what: &str) -> TempDir {
         static N: AtomicU64 = AtomicU64::new(0);
-        let path = std::env::temp_dir().join(format!(
+        let path = parent.join(format!(
             "ttr-embedded-{what}-{}-{}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
