@@ -210,7 +210,7 @@ fn frames_of(log: &super::store::QueueLog) -> u64 {
     let file = super::fs::open(log.path(), super::fs::Mode::Create).unwrap();
     let len = file.len().unwrap();
     let mut frames = 0;
-    super::format::scan(log.path(), &file, len, |_, _| {
+    super::format::scan(log.path(), &file, 0, len, |_, _| {
         frames += 1;
         Ok(())
     })

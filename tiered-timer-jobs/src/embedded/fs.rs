@@ -110,6 +110,12 @@ impl LogFile {
         Ok(())
     }
 
+    /// Reads up to `bytes.len()` bytes at `offset`; how many it read.
+    #[inline]
+    pub(crate) fn read_at(&self, bytes: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.file.read_at(bytes, offset)
+    }
+
     /// Reads exactly `bytes.len()` bytes at `offset`.
     #[inline]
     pub(crate) fn read_exact_at(&self, bytes: &mut [u8], offset: u64) -> io::Result<()> {
@@ -180,13 +186,6 @@ impl LogFile {
             }
             _ => Ok(()),
         }
-    }
-}
-
-impl io::Read for &LogFile {
-    #[inline]
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&self.file).read(buf)
     }
 }
 

@@ -18,7 +18,7 @@ use std::io;
 use std::path::Path;
 
 use super::error::StoreError;
-use super::format::{self, FILE_HEADER};
+use super::format::{self, Tail, FILE_HEADER};
 use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Index, Now};
 
@@ -31,7 +31,7 @@ pub(crate) fn replay(path: &Path, now: Now) -> Result<(LogFile, u64, Index), Sto
         .map_err(|e| StoreError::io(path, "reading the job log's length", e))?;
     let mut index = Index::new(now.floor);
     index.begin_replay();
-    let scanned = format::scan(path, &file, len, |at, body| {
+    let scanned = format::scan(path, &file, 0, len, |at, body| {
         let mut records = format::Records::new(body);
         loop {
             let offset = at + records.position() as u64;
@@ -46,13 +46,55 @@ pub(crate) fn replay(path: &Path, now: Now) -> Result<(LogFile, u64, Index), Sto
         }
     })?;
     index.end_replay();
-    if scanned.torn {
-        file.set_len(scanned.end)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| StoreError::io(path, "cutting a torn write off the job log", e))?;
+    match scanned.tail {
+        Tail::Clean => {}
+        Tail::Torn { len } => cut_torn_write(path, &file, scanned.end, len)?,
+        Tail::Damaged { len, reason } => return Err(damaged_tail(path, scanned.end, len, reason)),
     }
     index.advance(now.floor);
     Ok((file, scanned.end, index))
+}
+
+/// Cuts a torn last write (`len` bytes from `end`) off the log: it was
+/// never acknowledged (see `format.rs`).
+pub(crate) fn cut_torn_write(
+    path: &Path,
+    file: &LogFile,
+    end: u64,
+    len: u64,
+) -> Result<(), StoreError> {
+    tracing::warn!(
+        path = %path.display(),
+        offset = end,
+        len,
+        "cutting a torn write (a crash in the middle of it; never acknowledged) off the end of the job log"
+    );
+    file.set_len(end)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| StoreError::io(path, "cutting a torn write off the job log", e))
+}
+
+/// The error for a log whose last frame is whole but damaged: the store
+/// does not open until an operator decides (`ttr repair` sets it aside).
+fn damaged_tail(path: &Path, end: u64, len: u64, reason: &str) -> StoreError {
+    let queue = queue_of(path);
+    tracing::warn!(path = %path.display(), offset = end, len, reason, "the job log ends in a damaged frame; it is left as it is");
+    StoreError::corrupt(
+        path,
+        end,
+        format!(
+            "{reason} ({len} bytes to the end of the file); nothing was cut: \
+             `ttr repair {queue}` (or tiered_timer_jobs::repair) moves them to a quarantine \
+             file beside the log"
+        ),
+    )
+}
+
+/// The queue a log is of (its file name without `.log`).
+pub(crate) fn queue_of(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Opens the log at `path`, first creating it (whole) if there is none,
