@@ -131,10 +131,14 @@ pub enum Error {
         /// The file that could not grow.
         path: PathBuf,
     },
-    /// A job log of the embedded store is damaged somewhere other than a
-    /// torn last write (which is cut off on open): the store does not open
-    /// until the file is repaired or moved away. Nothing is dropped
-    /// silently.
+    /// A job log of the embedded store is damaged: a frame whose checksum
+    /// does not match with whole frames after it, a record that makes no
+    /// sense, or a whole last frame damaged after it was written (bit rot,
+    /// a bad disk, an editor), which [`repair`](crate::repair) (`ttr
+    /// repair`) moves to a quarantine file. A torn last write (a crash in
+    /// the middle of it, never acknowledged) is not damage: opening cuts it
+    /// off, with a warning. The queue does not open until the file is
+    /// repaired, restored or moved away: nothing is dropped silently.
     Corrupt {
         /// The log.
         path: PathBuf,

@@ -244,6 +244,7 @@ mod keys;
 mod lateness;
 mod metrics;
 mod queue;
+mod repair;
 #[cfg(feature = "redis")]
 mod scripts;
 #[cfg(feature = "redis")]
@@ -257,6 +258,7 @@ pub use crate::inspect::{JobInfo, JobState, JobSummary, Listing, Page, MAX_PAGE,
 pub use crate::job::{Job, JobId};
 pub use crate::lateness::Lateness;
 pub use crate::queue::{Builder, Queue};
+pub use crate::repair::{repair, Quarantined, Repaired};
 
 #[cfg(test)]
 mod tests {
@@ -279,6 +281,7 @@ mod tests {
         send_sync::<crate::Page>();
         send_sync::<crate::Lateness>();
         send_sync::<crate::QueueInfo>();
+        send_sync::<crate::Repaired>();
     }
 }
 

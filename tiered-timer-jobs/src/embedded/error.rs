@@ -16,10 +16,11 @@ pub(crate) enum StoreError {
     /// Another process has the store open (its directory's lock file is
     /// locked).
     Locked { path: PathBuf },
-    /// The log is damaged somewhere other than a torn last write: a frame
-    /// whose checksum does not match, followed by more data, or a record
-    /// that makes no sense. Nothing is dropped silently: the store does
-    /// not open until the file is repaired or moved away.
+    /// The log is damaged, not torn (see `format.rs`): a frame whose
+    /// checksum does not match with whole frames after it, a whole last
+    /// frame damaged after it was written, or a record that makes no
+    /// sense. Nothing is dropped silently: the queue does not open until
+    /// the file is repaired (`open::repair_log`) or moved away.
     Corrupt {
         path: PathBuf,
         offset: u64,

@@ -41,7 +41,7 @@ pub(crate) mod error;
 pub(crate) mod format;
 pub(crate) mod fs;
 pub(crate) mod index;
-mod open;
+pub(crate) mod open;
 pub(crate) mod ops;
 pub(crate) mod queue;
 pub(crate) mod store;

@@ -1,5 +1,6 @@
 //! Opening a queue's log: creating it so that a power cut cannot leave a
-//! log that never opens, and replaying it into an index.
+//! log that never opens, replaying it into an index, and repairing a log
+//! whose last frame is damaged.
 //!
 //! Ground rules:
 //!
@@ -13,9 +14,18 @@
 //!   else, was left by a creation that never finished (by an older
 //!   version, which wrote the header in place): nothing was ever written
 //!   to it, so it is created again.
+//! * The end of a log (`format.rs`): a torn write is cut off on open, with
+//!   a warning; a damaged last frame makes open fail until an operator
+//!   repairs it ([`repair_log`], `ttr repair`), which moves its bytes to
+//!   `<queue>.log.quarantine-<offset>` beside the log (synced, and the
+//!   directory synced, before the log is cut: a crash in the middle leaves
+//!   both, and repairing again writes the same file), warns, and counts it
+//!   in the queue's stats from then on (`damaged_frames`), as RocksDB's
+//!   and LevelDB's recovery keeps what it cannot read. Deleting the file
+//!   (once its jobs are accounted for) takes it out of the count.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::error::StoreError;
 use super::format::{self, Tail, FILE_HEADER};
@@ -95,6 +105,111 @@ pub(crate) fn queue_of(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// What [`repair_log`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LogRepair {
+    /// Where the log's last whole frame ends: its length now.
+    pub(crate) end: u64,
+    /// Bytes of a torn last write cut off (0: none).
+    pub(crate) torn: u64,
+    /// A damaged last frame set aside: the quarantine file, how many bytes,
+    /// and what was wrong.
+    pub(crate) quarantined: Option<(PathBuf, u64, &'static str)>,
+}
+
+/// Repairs the end of the log at `path` (whose store this process holds,
+/// and whose queue it does not have open): cuts a torn write off, or moves
+/// a damaged last frame to a quarantine file. Damage followed by whole
+/// frames is not repaired (an error, as on open).
+pub(crate) fn repair_log(path: &Path) -> Result<LogRepair, StoreError> {
+    let file = seam::open(path, Mode::Write)
+        .map_err(|e| StoreError::io(path, "opening the job log", e))?;
+    if never_started(&file).map_err(|e| StoreError::io(path, "reading the job log", e))? {
+        // Its creation never finished: the next open starts it.
+        return Ok(LogRepair {
+            end: 0,
+            torn: 0,
+            quarantined: None,
+        });
+    }
+    let len = file
+        .len()
+        .map_err(|e| StoreError::io(path, "reading the job log's length", e))?;
+    let scanned = format::scan(path, &file, 0, len, |_, _| Ok(()))?;
+    let mut repair = LogRepair {
+        end: scanned.end,
+        torn: 0,
+        quarantined: None,
+    };
+    match scanned.tail {
+        Tail::Clean => {}
+        Tail::Torn { len } => {
+            cut_torn_write(path, &file, scanned.end, len)?;
+            repair.torn = len;
+        }
+        Tail::Damaged { len, reason } => {
+            let kept = quarantine(path, &file, scanned.end, len, reason)?;
+            repair.quarantined = Some((kept, len, reason));
+        }
+    }
+    Ok(repair)
+}
+
+/// Moves the `len` bytes from `end` to a quarantine file beside the log,
+/// durably, then cuts them off the log.
+fn quarantine(
+    path: &Path,
+    file: &LogFile,
+    end: u64,
+    len: u64,
+    reason: &str,
+) -> Result<PathBuf, StoreError> {
+    let kept = quarantine_path(path, end);
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact_at(&mut bytes, end)
+        .map_err(|e| StoreError::io(path, "reading the damaged end of the job log", e))?;
+    let writing = |e| StoreError::io(&kept, "writing the quarantine file", e);
+    let out = seam::open(&kept, Mode::Truncate).map_err(writing)?;
+    out.write_all_at(&bytes, 0)
+        .and_then(|()| out.sync_all())
+        .map_err(writing)?;
+    drop(out);
+    sync_dir(&kept)?;
+    file.set_len(end)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| StoreError::io(path, "cutting the damaged end off the job log", e))?;
+    tracing::warn!(
+        path = %path.display(),
+        offset = end,
+        len,
+        quarantine = %kept.display(),
+        reason,
+        "moved the damaged last frame of a job log to a quarantine file"
+    );
+    Ok(kept)
+}
+
+/// Where the damaged bytes from `offset` of the log at `path` are kept.
+fn quarantine_path(path: &Path, offset: u64) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".quarantine-{offset}"));
+    path.with_file_name(name)
+}
+
+/// How many quarantine files lie beside the log at `path`.
+pub(crate) fn quarantined(path: &Path) -> u64 {
+    let mut prefix = path.file_name().unwrap_or_default().to_owned();
+    prefix.push(".quarantine-");
+    let prefix = prefix.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir(seam::parent(path)) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .count() as u64
 }
 
 /// Opens the log at `path`, first creating it (whole) if there is none,

@@ -325,7 +325,8 @@ impl Local {
             n.dead,
             n.latest_death,
         ];
-        let one = Stats::from_reply(0, &reply)?;
+        let mut one = Stats::from_reply(0, &reply)?;
+        one.damaged_frames = self.log.damaged_frames();
         Ok(Stats::total(vec![one]))
     }
 

@@ -66,7 +66,7 @@ use super::error::StoreError;
 use super::format::{self, Record, FRAME_HEADER};
 use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Batch, Index, Now, ReadAt, Undo, View};
-use super::open::{create_dir_all, replay, sync_dir};
+use super::open::{create_dir_all, quarantined, repair_log, replay, sync_dir, LogRepair};
 
 /// Compaction waits until the log is at least this long.
 const COMPACT_MIN_BYTES: u64 = 64 << 20;
@@ -166,6 +166,36 @@ impl Store {
         opened.committer = Some(committer);
         Ok(log)
     }
+
+    /// Repairs the end of queue `name`'s log (see `open.rs`), unless this
+    /// process has the queue open (then its log opened, and has nothing to
+    /// repair). Blocking: call it off the runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] for damage followed by whole frames;
+    /// [`StoreError::Io`].
+    pub(crate) fn repair(&self, name: &str) -> Result<LogRepair, StoreError> {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(opened) = queues.get_mut(name) {
+            if let Some(log) = opened.log.upgrade() {
+                return Ok(LogRepair {
+                    end: log.shared.lock().end,
+                    torn: 0,
+                    quarantined: None,
+                });
+            }
+            if let Some(committer) = opened.committer.take() {
+                let _ = committer.join();
+            }
+        }
+        repair_log(&self.log_path(name))
+    }
+
+    /// The path of queue `name`'s log.
+    pub(crate) fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.log"))
+    }
 }
 
 /// What a call waits for: its frame on disk, then the ids and payloads it
@@ -217,6 +247,8 @@ pub(crate) struct State {
     compact_retry: u64,
     /// When the driver wakes next (ms; `u64::MAX`: it sleeps until told).
     pub(crate) driver_at: u64,
+    /// Quarantine files beside the log when it was opened (`open.rs`).
+    pub(crate) quarantined: u64,
 }
 
 /// Reads the log for the index: the file up to its durable end, or the
@@ -309,8 +341,9 @@ impl QueueLog {
     /// Opens `dir/<name>.log` (creating it), replays it, and starts its
     /// committer.
     fn open(store: &Arc<Store>, name: &str) -> Result<(Arc<QueueLog>, JoinHandle<()>), StoreError> {
-        let path = store.dir.join(format!("{name}.log"));
+        let path = store.log_path(name);
         let (file, end, index) = replay(&path, Now::wall())?;
+        let quarantined = quarantined(&path);
         let base = end;
         let shared = Arc::new(Shared {
             path: path.clone(),
@@ -326,6 +359,7 @@ impl QueueLog {
                 compact_min: COMPACT_MIN_BYTES,
                 compact_retry: 0,
                 driver_at: 0,
+                quarantined,
             }),
             work: Condvar::new(),
             claimable: Notify::new(),
