@@ -90,7 +90,9 @@ pub struct Stats {
     /// quarantine files beside the log (`<queue>.log.quarantine-<offset>`,
     /// each a damaged last frame that [`repair`](crate::repair) set
     /// aside; counted when the handle opened the log, until an operator
-    /// deletes them). Not 0: the jobs in those frames may be missing or
+    /// deletes them), plus, for a [read-only](crate::Builder::read_only)
+    /// handle, a damaged last frame still at the end of the log, which it
+    /// could not read. Not 0: the jobs in those frames may be missing or
     /// back; an operator should look.
     pub damaged_frames: u64,
     /// The same numbers per partition, in partition order (one entry for
@@ -286,7 +288,7 @@ impl Queue {
     pub async fn stats(&self) -> Result<Stats, Error> {
         match &self.inner.backend {
             #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => local.stats(),
+            Backend::Embedded(local) => local.stats().await,
             #[cfg(feature = "redis")]
             Backend::Redis(_) => self.stats_redis().await,
         }

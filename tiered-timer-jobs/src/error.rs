@@ -124,6 +124,13 @@ pub enum Error {
         /// The store's directory.
         path: PathBuf,
     },
+    /// A call that would change the queue, on a handle opened with
+    /// [`Builder::read_only`](crate::Builder::read_only): nothing was
+    /// changed.
+    ReadOnly {
+        /// The queue's log.
+        path: PathBuf,
+    },
     /// The file system of the embedded store is full (or a quota is
     /// reached). Nothing of the failed call was written, and it changed
     /// nothing; calls succeed again once there is room.
@@ -219,6 +226,11 @@ impl fmt::Display for Error {
                 "the job store at {} is open in another process (its LOCK file is locked)",
                 path.display()
             ),
+            Error::ReadOnly { path } => write!(
+                f,
+                "the queue's log {} is open read-only here (a look): nothing was changed",
+                path.display()
+            ),
             Error::DiskFull { path } => write!(
                 f,
                 "no space left for the job store at {} (nothing was written)",
@@ -267,6 +279,7 @@ impl From<crate::embedded::error::StoreError> for Error {
         match error {
             StoreError::NoSpace { path, .. } => Error::DiskFull { path },
             StoreError::Locked { path } => Error::Locked { path },
+            StoreError::ReadOnly { path } => Error::ReadOnly { path },
             StoreError::Corrupt {
                 path,
                 offset,

@@ -232,3 +232,37 @@ async fn a_torn_last_write_is_still_cut_off_with_a_warning() {
     assert_eq!(warning["offset"], last.to_string());
     assert_eq!(warning["len"], (torn.len() as u64 - last).to_string());
 }
+
+/// The case: a look (a read-only handle, as `ttr`'s) at a copy of
+/// a store whose last record rotted writes nothing, not even a lock file,
+/// lists what it can read, and counts the damaged frame.
+#[tokio::test]
+async fn a_look_at_a_damaged_store_writes_nothing_and_counts_the_damage() {
+    let dir = TempDir::new("damaged-look");
+    let (log, _) = store_of(&dir, 30).await;
+    let rotten = rot_last_record(&log);
+    // A copy of the log alone, as an operator would take it.
+    let copy = TempDir::new("damaged-look-copy");
+    std::fs::create_dir_all(&copy.0).unwrap();
+    std::fs::write(copy.0.join("orders.log"), &rotten).unwrap();
+    let look = Queue::builder(&url(&copy.0), "orders")
+        .read_only(true)
+        .connect()
+        .await
+        .unwrap();
+    let page = look
+        .list(tiered_timer_jobs::Listing::Waiting, 0, 100)
+        .await
+        .unwrap();
+    assert_eq!((page.total, page.jobs.len()), (29, 29));
+    let stats = look.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.damaged_frames), (29, 1));
+    assert!(look.job(&"order-3".into()).await.unwrap().is_some());
+    drop(look);
+    let files: Vec<_> = std::fs::read_dir(&copy.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files, ["orders.log"], "a look created files");
+    assert_eq!(std::fs::read(copy.0.join("orders.log")).unwrap(), rotten);
+}

@@ -16,6 +16,8 @@ pub(crate) enum StoreError {
     /// Another process has the store open (its directory's lock file is
     /// locked).
     Locked { path: PathBuf },
+    /// A change on a read-only handle (`follow.rs`): nothing was changed.
+    ReadOnly { path: PathBuf },
     /// The log is damaged, not torn (see `format.rs`): a frame whose
     /// checksum does not match with whole frames after it, a whole last
     /// frame damaged after it was written, or a record that makes no
@@ -94,6 +96,7 @@ impl StoreError {
                 source: copy(source),
             },
             StoreError::Locked { path } => StoreError::Locked { path: path.clone() },
+            StoreError::ReadOnly { path } => StoreError::ReadOnly { path: path.clone() },
             StoreError::Corrupt {
                 path,
                 offset,
@@ -131,6 +134,11 @@ impl fmt::Display for StoreError {
             StoreError::Locked { path } => write!(
                 f,
                 "the job store at {} is open in another process (its lock file is locked)",
+                path.display()
+            ),
+            StoreError::ReadOnly { path } => write!(
+                f,
+                "the job log {} is open read-only here: nothing was changed",
                 path.display()
             ),
             StoreError::Corrupt {

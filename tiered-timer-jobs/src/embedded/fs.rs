@@ -24,12 +24,14 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
 /// How [`open`] opens a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
+    /// Reading only; the file must exist.
+    Read,
     /// Reading and writing; the file must exist.
     Write,
     /// Reading and writing; created empty if missing, else kept as it is.
@@ -53,6 +55,7 @@ pub(crate) fn open(path: &Path, mode: Mode) -> io::Result<LogFile> {
     let mut options = OpenOptions::new();
     options.read(true);
     match mode {
+        Mode::Read => {}
         Mode::Write => {
             options.write(true);
         }
@@ -161,6 +164,15 @@ impl LogFile {
     #[inline]
     pub(crate) fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
+    }
+
+    /// The file's identity (device, inode): another one at the same path
+    /// means the file was replaced (compaction renames a new log over the
+    /// old one).
+    #[inline]
+    pub(crate) fn identity(&self) -> io::Result<(u64, u64)> {
+        let meta = self.file.metadata()?;
+        Ok((meta.dev(), meta.ino()))
     }
 
     /// The open file, for an advisory lock.
@@ -336,7 +348,7 @@ pub(crate) mod tap {
                 inner.next += 1;
                 inner.next
             });
-            if known.is_none() {
+            if known.is_none() && mode != Mode::Read {
                 inner.names.insert(path.to_owned(), ino);
                 inner.files.insert(ino, path.to_owned());
                 inner.ops.push(Op::Create {

@@ -38,6 +38,7 @@
 
 mod driver;
 pub(crate) mod error;
+pub(crate) mod follow;
 pub(crate) mod format;
 pub(crate) mod fs;
 pub(crate) mod index;

@@ -41,20 +41,7 @@ pub(crate) fn replay(path: &Path, now: Now) -> Result<(LogFile, u64, Index), Sto
         .map_err(|e| StoreError::io(path, "reading the job log's length", e))?;
     let mut index = Index::new(now.floor);
     index.begin_replay();
-    let scanned = format::scan(path, &file, 0, len, |at, body| {
-        let mut records = format::Records::new(body);
-        loop {
-            let offset = at + records.position() as u64;
-            let Some(record) = records.next_record() else {
-                return Ok(());
-            };
-            let record = record.map_err(|reason| StoreError::corrupt(path, offset, reason))?;
-            let data = offset + format::NEW_ID_AT as u64;
-            index
-                .apply(&record, data)
-                .map_err(|reason| StoreError::corrupt(path, offset, reason))?;
-        }
-    })?;
+    let scanned = apply_log(path, &file, 0, len, &mut index)?;
     index.end_replay();
     match scanned.tail {
         Tail::Clean => {}
@@ -63,6 +50,48 @@ pub(crate) fn replay(path: &Path, now: Now) -> Result<(LogFile, u64, Index), Sto
     }
     index.advance(now.floor);
     Ok((file, scanned.end, index))
+}
+
+/// Applies the records of the whole frames of the log at `path` (open as
+/// `file`, `len` bytes long) from byte `from` (0: its header first) to
+/// `index`; how the log ended. The caller brackets a replay with
+/// `begin_replay` and `end_replay`.
+///
+/// # Errors
+///
+/// As [`format::scan`]; [`StoreError::Corrupt`] for a record that makes
+/// no sense (the frames before it are applied).
+pub(crate) fn apply_log(
+    path: &Path,
+    file: &LogFile,
+    from: u64,
+    len: u64,
+    index: &mut Index,
+) -> Result<format::Scanned, StoreError> {
+    format::scan(path, file, from, len, |at, body| {
+        apply_frame(path, index, at, body)
+    })
+}
+
+/// Applies the records of one frame (its body at `at` in the file).
+pub(crate) fn apply_frame(
+    path: &Path,
+    index: &mut Index,
+    at: u64,
+    body: &[u8],
+) -> Result<(), StoreError> {
+    let mut records = format::Records::new(body);
+    loop {
+        let offset = at + records.position() as u64;
+        let Some(record) = records.next_record() else {
+            return Ok(());
+        };
+        let record = record.map_err(|reason| StoreError::corrupt(path, offset, reason))?;
+        let data = offset + format::NEW_ID_AT as u64;
+        index
+            .apply(&record, data)
+            .map_err(|reason| StoreError::corrupt(path, offset, reason))?;
+    }
 }
 
 /// Cuts a torn last write (`len` bytes from `end`) off the log: it was
@@ -228,7 +257,7 @@ fn open_or_start(path: &Path) -> Result<LogFile, StoreError> {
 
 /// Whether `file` is what a creation that never finished left: less than
 /// a header, or a header of zeros and nothing after it.
-fn never_started(file: &LogFile) -> io::Result<bool> {
+pub(crate) fn never_started(file: &LogFile) -> io::Result<bool> {
     let len = file.len()?;
     if len < FILE_HEADER as u64 {
         return Ok(true);

@@ -63,6 +63,7 @@ use std::thread::JoinHandle;
 use tokio::sync::{oneshot, Notify};
 
 use super::error::StoreError;
+use super::follow::Follow;
 use super::format::{self, Record, FRAME_HEADER};
 use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Batch, Index, Now, ReadAt, Undo, View};
@@ -232,12 +233,12 @@ struct InFlight {
 pub(crate) struct State {
     pub(crate) index: Index,
     /// The changes waiting for the next frame.
-    batch: Batch,
+    pub(crate) batch: Batch,
     waiters: Vec<Waiter>,
     in_flight: Option<InFlight>,
     /// Where the last frame on disk ends.
-    end: u64,
-    file: Arc<LogFile>,
+    pub(crate) end: u64,
+    pub(crate) file: Arc<LogFile>,
     failed: Option<StoreError>,
     closing: bool,
     /// Compaction waits until the log is at least this long.
@@ -249,6 +250,9 @@ pub(crate) struct State {
     pub(crate) driver_at: u64,
     /// Quarantine files beside the log when it was opened (`open.rs`).
     pub(crate) quarantined: u64,
+    /// How a read-only handle follows the log (`None`: this process owns
+    /// it).
+    pub(crate) follow: Option<Follow>,
 }
 
 /// Reads the log for the index: the file up to its durable end, or the
@@ -280,7 +284,7 @@ impl ReadAt for LogReader<'_> {
 
 /// What the queue's lock, its committer and its waiting calls share.
 pub(crate) struct Shared {
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     state: Mutex<State>,
     /// Wakes the committer.
     work: Condvar,
@@ -297,7 +301,9 @@ pub(crate) struct Shared {
 /// One queue's log in a store, shared by every handle on the queue in
 /// this process.
 pub(crate) struct QueueLog {
-    store: Arc<Store>,
+    /// The store it is in (`None`: a read-only handle, which holds no
+    /// store: see `follow.rs`).
+    store: Option<Arc<Store>>,
     name: String,
     pub(crate) shared: Arc<Shared>,
 }
@@ -305,8 +311,9 @@ pub(crate) struct QueueLog {
 impl std::fmt::Debug for QueueLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueueLog")
-            .field("dir", &self.store.dir)
             .field("name", &self.name)
+            .field("path", &self.shared.path)
+            .field("read_only", &self.store.is_none())
             .finish_non_exhaustive()
     }
 }
@@ -324,6 +331,14 @@ impl Drop for QueueLog {
 /// The outcome of a change: its value, and what it asked to read.
 pub(crate) type Changed<T> = (T, Vec<ReadReq>);
 
+/// What a change waits for once it let go of the lock: its frame (and
+/// the reads the committer does after it), or, on a read-only handle, its
+/// reads alone.
+enum Next<T> {
+    Wait(oneshot::Receiver<Result<Vec<Read>, StoreError>>, T),
+    Read(T, Arc<LogFile>, Vec<Option<(u64, usize, usize)>>),
+}
+
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -337,19 +352,20 @@ impl State {
     }
 }
 
-impl QueueLog {
-    /// Opens `dir/<name>.log` (creating it), replays it, and starts its
-    /// committer.
-    fn open(store: &Arc<Store>, name: &str) -> Result<(Arc<QueueLog>, JoinHandle<()>), StoreError> {
-        let path = store.log_path(name);
-        let (file, end, index) = replay(&path, Now::wall())?;
-        let quarantined = quarantined(&path);
-        let base = end;
-        let shared = Arc::new(Shared {
-            path: path.clone(),
+impl Shared {
+    /// The shared state of the log at `path`, open as `file`, replayed into
+    /// `index` up to `end`; `follow` for a read-only handle.
+    pub(crate) fn new(
+        path: PathBuf,
+        file: LogFile,
+        end: u64,
+        index: Index,
+        follow: Option<Follow>,
+    ) -> Shared {
+        Shared {
             state: Mutex::new(State {
                 index,
-                batch: Batch::new(base),
+                batch: Batch::new(end),
                 waiters: Vec::new(),
                 in_flight: None,
                 end,
@@ -359,13 +375,25 @@ impl QueueLog {
                 compact_min: COMPACT_MIN_BYTES,
                 compact_retry: 0,
                 driver_at: 0,
-                quarantined,
+                quarantined: quarantined(&path),
+                follow,
             }),
+            path,
             work: Condvar::new(),
             claimable: Notify::new(),
             sooner: Condvar::new(),
             driver: AtomicBool::new(false),
-        });
+        }
+    }
+}
+
+impl QueueLog {
+    /// Opens `dir/<name>.log` (creating it), replays it, and starts its
+    /// committer.
+    fn open(store: &Arc<Store>, name: &str) -> Result<(Arc<QueueLog>, JoinHandle<()>), StoreError> {
+        let path = store.log_path(name);
+        let (file, end, index) = replay(&path, Now::wall())?;
+        let shared = Arc::new(Shared::new(path.clone(), file, end, index, None));
         let committer = {
             let shared = Arc::clone(&shared);
             let store = Arc::clone(store);
@@ -378,11 +406,25 @@ impl QueueLog {
                 .map_err(|e| StoreError::io(&path, "starting the log's committer thread", e))?
         };
         let log = Arc::new(QueueLog {
-            store: Arc::clone(store),
+            store: Some(Arc::clone(store)),
             name: name.to_owned(),
             shared,
         });
         Ok((log, committer))
+    }
+
+    /// A read-only handle on the log `shared` describes (`follow.rs`).
+    pub(crate) fn read_only(name: &str, shared: Shared) -> Arc<QueueLog> {
+        Arc::new(QueueLog {
+            store: None,
+            name: name.to_owned(),
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// Whether this handle only looks (see `follow.rs`).
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.store.is_none()
     }
 
     /// Starts the driver thread unless it was started.
@@ -429,7 +471,7 @@ impl QueueLog {
         quick: bool,
         change: impl FnOnce(&mut Index, &mut Batch, &dyn ReadAt, Now) -> io::Result<Changed<T>>,
     ) -> Result<(T, Vec<Read>), StoreError> {
-        let rx = {
+        let next = {
             let mut guard = self.shared.lock();
             let state = &mut *guard;
             if let Some(failed) = &state.failed {
@@ -455,51 +497,70 @@ impl QueueLog {
                     return Err(StoreError::io(&self.shared.path, "reading the job log", e));
                 }
             };
-            // Something due sooner than the driver wakes: wake it.
-            let sooner = state
-                .index
-                .next_expiration()
-                .is_some_and(|next| next < state.driver_at);
-            let wrote = state.batch.frame.len() > frame_before;
-            if state.batch.handed.len() > handed_before {
-                // A claim that hands its jobs out now, its records in the
-                // batch (see the module docs): read them and go.
-                let places = plan_reads(state, &reads);
+            if state.follow.is_some() {
+                let plan = plan_reads_after_commit(&state.index, &reads);
+                let refused = refuse_changes(state, undo_before, frame_before, handed_before);
+                if let Some(error) = refused.map(|()| StoreError::ReadOnly {
+                    path: self.shared.path.clone(),
+                }) {
+                    return Err(error);
+                }
                 let file = Arc::clone(&state.file);
+                drop(guard);
+                Next::Read(value, file, plan)
+            } else {
+                // Something due sooner than the driver wakes: wake it.
+                let sooner = state
+                    .index
+                    .next_expiration()
+                    .is_some_and(|next| next < state.driver_at);
+                let wrote = state.batch.frame.len() > frame_before;
+                if state.batch.handed.len() > handed_before {
+                    // A claim that hands its jobs out now, its records in the
+                    // batch (see the module docs): read them and go.
+                    let places = plan_reads(state, &reads);
+                    let file = Arc::clone(&state.file);
+                    drop(guard);
+                    self.shared.work.notify_one();
+                    if sooner {
+                        self.shared.sooner.notify_one();
+                    }
+                    let reads = places
+                        .into_iter()
+                        .map(|place| match place {
+                            Place::Here(read) => Ok(read),
+                            Place::File(place) => read_one(&file, place),
+                        })
+                        .collect::<io::Result<Vec<Read>>>()
+                        .map_err(|e| StoreError::io(&self.shared.path, "reading the job log", e))?;
+                    return Ok((value, reads));
+                }
+                let idle =
+                    state.batch.is_empty() && state.in_flight.is_none() && state.waiters.is_empty();
+                if reads.is_empty() && (idle || (quick && !wrote)) {
+                    drop(guard);
+                    if sooner {
+                        self.shared.sooner.notify_one();
+                    }
+                    return Ok((value, Vec::new()));
+                }
+                let (tx, rx) = oneshot::channel();
+                state.waiters.push(Waiter { tx, reads });
                 drop(guard);
                 self.shared.work.notify_one();
                 if sooner {
                     self.shared.sooner.notify_one();
                 }
-                let reads = places
-                    .into_iter()
-                    .map(|place| match place {
-                        Place::Here(read) => Ok(read),
-                        Place::File(place) => read_one(&file, place),
-                    })
-                    .collect::<io::Result<Vec<Read>>>()
-                    .map_err(|e| StoreError::io(&self.shared.path, "reading the job log", e))?;
+                Next::Wait(rx, value)
+            }
+        };
+        let (rx, value) = match next {
+            Next::Wait(rx, value) => (rx, value),
+            Next::Read(value, file, plan) => {
+                let reads = read_off_the_runtime(&self.shared.path, file, plan).await?;
                 return Ok((value, reads));
             }
-            let idle =
-                state.batch.is_empty() && state.in_flight.is_none() && state.waiters.is_empty();
-            if reads.is_empty() && (idle || (quick && !wrote)) {
-                drop(guard);
-                if sooner {
-                    self.shared.sooner.notify_one();
-                }
-                return Ok((value, Vec::new()));
-            }
-            let (tx, rx) = oneshot::channel();
-            state.waiters.push(Waiter { tx, reads });
-            drop(guard);
-            self.shared.work.notify_one();
-            if sooner {
-                self.shared.sooner.notify_one();
-            }
-            (rx, value)
         };
-        let (rx, value) = rx;
         match rx.await {
             Ok(Ok(reads)) => Ok((value, reads)),
             Ok(Err(e)) => Err(e),
@@ -577,16 +638,7 @@ fn commit_loop(shared: &Shared) {
                 // its end).
                 let plans: Vec<Vec<Option<(u64, usize, usize)>>> = waiters
                     .iter()
-                    .map(|w| {
-                        w.reads
-                            .iter()
-                            .map(|r| {
-                                let (data, id_len, payload_len) =
-                                    state.index.extent(r.slot, r.gen)?;
-                                Some((data, id_len, payload_len.min(r.payload)))
-                            })
-                            .collect()
-                    })
+                    .map(|w| plan_reads_after_commit(&state.index, &w.reads))
                     .collect();
                 let file = Arc::clone(&state.file);
                 drop(state);
@@ -627,6 +679,53 @@ fn commit_loop(shared: &Shared) {
         }
         maybe_compact(shared);
     }
+}
+
+/// Where to read what a call asked for once its frame is on disk (the
+/// index may change after the lock is released; the file may not, below
+/// its end).
+fn plan_reads_after_commit(index: &Index, reads: &[ReadReq]) -> Vec<Option<(u64, usize, usize)>> {
+    reads
+        .iter()
+        .map(|r| {
+            let (data, id_len, payload_len) = index.extent(r.slot, r.gen)?;
+            Some((data, id_len, payload_len.min(r.payload)))
+        })
+        .collect()
+}
+
+/// On a read-only handle: takes back what a change did, if it wrote
+/// anything (`Some`: the change is refused).
+fn refuse_changes(
+    state: &mut State,
+    undo_before: usize,
+    frame_before: usize,
+    handed_before: usize,
+) -> Option<()> {
+    if state.batch.frame.len() == frame_before && state.batch.handed.len() == handed_before {
+        return None;
+    }
+    let undo = state.batch.undo.split_off(undo_before);
+    state.index.undo(undo);
+    state.batch.frame.truncate(frame_before);
+    state.batch.handed.truncate(handed_before);
+    Some(())
+}
+
+/// Reads at planned places on the blocking pool (a read-only handle has
+/// no committer thread to read for it).
+async fn read_off_the_runtime(
+    path: &Path,
+    file: Arc<LogFile>,
+    plan: Vec<Option<(u64, usize, usize)>>,
+) -> Result<Vec<Read>, StoreError> {
+    tokio::task::spawn_blocking(move || read_all(&file, &plan))
+        .await
+        .map_err(|e| StoreError::Failed {
+            path: path.to_owned(),
+            reason: format!("reading the job log panicked: {e}"),
+        })?
+        .map_err(|e| StoreError::io(path, "reading the job log", e))
 }
 
 /// Reads ids and payloads at planned places.
