@@ -18,7 +18,7 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    fn print(self, text: impl FnOnce() -> String, json: impl FnOnce() -> Value) {
+    pub(crate) fn print(self, text: impl FnOnce() -> String, json: impl FnOnce() -> Value) {
         if self.json {
             println!("{}", json());
         } else {
@@ -88,7 +88,9 @@ pub(crate) async fn run(
             let text = format!("promoted {} in {name}: due now\n", safe(id.as_str()));
             one_action(out, &name, "promote", &id, done, text, "waiting")?;
         }
-        Command::Queues | Command::Serve(_) => unreachable!("not a command on one queue"),
+        Command::Queues | Command::Serve(_) | Command::Repair { .. } => {
+            unreachable!("not a command on one queue")
+        }
     }
     Ok(())
 }
@@ -238,7 +240,7 @@ pub(crate) async fn queues(redis: &RedisArgs, out: Output) -> Result<(), Failure
     ]];
     let mut docs = Vec::new();
     for info in &found {
-        let queue = crate::connect_with(redis, &info.name, info.partitions).await?;
+        let queue = crate::embedded::look_at(redis, &info.name, info.partitions).await?;
         let stats = queue.stats().await.map_err(|e| failure(&redis.url, e))?;
         rows.push(vec![
             safe(&info.name),
