@@ -153,7 +153,13 @@ impl Shared {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(StoreError::io(&self.path, "looking at the job log", e)),
         };
-        if follow.stale || (meta.dev(), meta.ino()) != follow.identity || meta.len() < state.end {
+        // Read it all (again) if nothing was read yet (a log whose
+        // creation had not finished), or if what was read is in doubt.
+        if state.end == 0
+            || follow.stale
+            || (meta.dev(), meta.ino()) != follow.identity
+            || meta.len() < state.end
+        {
             follow.stale = true;
             let (file, end, index, follow) = read_from_start(&self.path)?;
             state.file = Arc::new(file);

@@ -792,6 +792,9 @@ fn plan_reads(state: &State, reads: &[ReadReq]) -> Vec<Place> {
 fn maybe_compact(shared: &Shared) {
     let (end, live, min) = {
         let state = shared.lock();
+        if state.failed.is_some() {
+            return; // a queue that refuses changes writes nothing more
+        }
         let min = state.compact_min.max(state.compact_retry);
         (state.end, state.index.live_bytes(), min)
     };

@@ -686,6 +686,32 @@ async fn a_read_only_handle_follows_appends_and_compaction() {
     ));
 }
 
+/// A log whose creation never finished (16 zero bytes, as an older
+/// version could leave after a power cut) is an empty queue to a look, as
+/// to an open, and the look sees the log once it is created.
+#[tokio::test]
+async fn a_read_only_handle_reads_a_log_whose_creation_never_finished_as_empty() {
+    let dir = TempDir::new("follow-unstarted");
+    std::fs::write(dir.path().join("orders.log"), [0u8; 16]).unwrap();
+    let look = ops::open_read_only(dir.path(), "orders").await.unwrap();
+    let catch_up = |look: &Arc<QueueLog>| {
+        let look = Arc::clone(look);
+        async move {
+            tokio::task::spawn_blocking(move || look.shared.catch_up())
+                .await
+                .unwrap()
+        }
+    };
+    catch_up(&look).await.expect("an empty queue, not damage");
+    assert_eq!(look.pending(), 0);
+    let log = open(&dir).await;
+    log.schedule("first", Due::After(60_000), b"f")
+        .await
+        .unwrap();
+    catch_up(&look).await.unwrap();
+    assert_eq!(look.pending(), 1);
+}
+
 /// The crash test's child: opens the store in `TTR_CRASH_CHILD`'s
 /// directory and works until it is killed: bursts of schedules (one by
 /// one from 16 tasks at once, and in chunks), claims and acks, writing
