@@ -86,6 +86,15 @@ pub struct Stats {
     pub dead: u64,
     /// When the most recent dead letter died (`None`: no dead letters).
     pub latest_death: Option<SystemTime>,
+    /// Damaged frames of an embedded queue's log (always 0 on Redis): the
+    /// quarantine files beside the log (`<queue>.log.quarantine-<offset>`,
+    /// each a damaged last frame that [`repair`](crate::repair) set
+    /// aside; counted when the handle opened the log, until an operator
+    /// deletes them), plus, for a [read-only](crate::Builder::read_only)
+    /// handle, a damaged last frame still at the end of the log, which it
+    /// could not read. Not 0: the jobs in those frames may be missing or
+    /// back; an operator should look.
+    pub damaged_frames: u64,
     /// The same numbers per partition, in partition order (one entry for
     /// a queue of one partition); empty in a partition's own `Stats`.
     pub partitions: Vec<Stats>,
@@ -137,6 +146,7 @@ impl Stats {
             earliest_lease_expiry: at_ms(earliest_expiry),
             dead: count(dead),
             latest_death: at_ms(latest_death),
+            damaged_frames: 0,
             partitions: Vec::new(),
         })
     }
@@ -156,6 +166,7 @@ impl Stats {
             earliest_lease_expiry: None,
             dead: 0,
             latest_death: None,
+            damaged_frames: 0,
             partitions: Vec::new(),
         };
         let earliest = |a: Option<SystemTime>, b: Option<SystemTime>| match (a, b) {
@@ -174,6 +185,7 @@ impl Stats {
                 earliest(total.earliest_lease_expiry, p.earliest_lease_expiry);
             total.dead += p.dead;
             total.latest_death = total.latest_death.max(p.latest_death);
+            total.damaged_frames += p.damaged_frames;
         }
         total.partitions = partitions;
         total
@@ -197,7 +209,11 @@ impl fmt::Display for Stats {
         if self.expired_leases > 0 {
             write!(f, " ({} lease(s) expired)", self.expired_leases)?;
         }
-        write!(f, ", dead {}", self.dead)
+        write!(f, ", dead {}", self.dead)?;
+        if self.damaged_frames > 0 {
+            write!(f, ", damaged frames {}", self.damaged_frames)?;
+        }
+        Ok(())
     }
 }
 
@@ -272,7 +288,7 @@ impl Queue {
     pub async fn stats(&self) -> Result<Stats, Error> {
         match &self.inner.backend {
             #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => local.stats(),
+            Backend::Embedded(local) => local.stats().await,
             #[cfg(feature = "redis")]
             Backend::Redis(_) => self.stats_redis().await,
         }

@@ -64,7 +64,8 @@ pub struct QueueInfo {
 /// connect writes, and, on a single Redis, those found by scanning for the
 /// queues' keys. For a `file://` store, the queues with a log in its
 /// directory (read without opening the store, so while another process
-/// holds it; `cluster` and `timeout` do not apply).
+/// holds it; open each with [`Builder::read_only`](crate::Builder::read_only)
+/// to look at it the same way; `cluster` and `timeout` do not apply).
 ///
 /// # Errors
 ///

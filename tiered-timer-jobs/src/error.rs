@@ -150,6 +150,13 @@ pub enum Error {
         /// The store's directory.
         path: PathBuf,
     },
+    /// A call that would change the queue, on a handle opened with
+    /// [`Builder::read_only`](crate::Builder::read_only): nothing was
+    /// changed.
+    ReadOnly {
+        /// The queue's log.
+        path: PathBuf,
+    },
     /// The file system of the embedded store is full (or a quota is
     /// reached). Nothing of the failed call was written, and it changed
     /// nothing; calls succeed again once there is room.
@@ -157,10 +164,14 @@ pub enum Error {
         /// The file that could not grow.
         path: PathBuf,
     },
-    /// A job log of the embedded store is damaged somewhere other than a
-    /// torn last write (which is cut off on open): the store does not open
-    /// until the file is repaired or moved away. Nothing is dropped
-    /// silently.
+    /// A job log of the embedded store is damaged: a frame whose checksum
+    /// does not match with whole frames after it, a record that makes no
+    /// sense, or a whole last frame damaged after it was written (bit rot,
+    /// a bad disk, an editor), which [`repair`](crate::repair) (`ttr
+    /// repair`) moves to a quarantine file. A torn last write (a crash in
+    /// the middle of it, never acknowledged) is not damage: opening cuts it
+    /// off, with a warning. The queue does not open until the file is
+    /// repaired, restored or moved away: nothing is dropped silently.
     Corrupt {
         /// The log.
         path: PathBuf,
@@ -252,6 +263,11 @@ impl fmt::Display for Error {
                 "the job store at {} is open in another process (its LOCK file is locked)",
                 path.display()
             ),
+            Error::ReadOnly { path } => write!(
+                f,
+                "the queue's log {} is open read-only here (a look): nothing was changed",
+                path.display()
+            ),
             Error::DiskFull { path } => write!(
                 f,
                 "no space left for the job store at {} (nothing was written)",
@@ -314,6 +330,7 @@ impl From<crate::embedded::error::StoreError> for Error {
         match error {
             StoreError::NoSpace { path, .. } => Error::DiskFull { path },
             StoreError::Locked { path } => Error::Locked { path },
+            StoreError::ReadOnly { path } => Error::ReadOnly { path },
             StoreError::Corrupt {
                 path,
                 offset,

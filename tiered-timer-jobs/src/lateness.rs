@@ -173,7 +173,7 @@ impl Queue {
     pub async fn lateness(&self) -> Result<Lateness, Error> {
         match &self.inner.backend {
             #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => Ok(local.lateness()),
+            Backend::Embedded(local) => local.lateness().await,
             #[cfg(feature = "redis")]
             Backend::Redis(_) => self.lateness_redis().await,
         }

@@ -178,9 +178,20 @@
 //! log of checksummed records, written and `fdatasync`'d before a call
 //! returns `Ok` (concurrent calls share one write and one sync: group
 //! commit), replayed on open into an in-memory index on `tiered-timer`'s
-//! own wheel; payloads stay on disk until a job is claimed. A torn last
-//! write is cut off on open; other damage is [`Error::Corrupt`] with the
-//! file and offset; a full disk is [`Error::DiskFull`], nothing written.
+//! own wheel; payloads stay on disk until a job is claimed. A call that
+//! returned `Ok` survives SIGKILL and power cuts (the store's directory and
+//! each log are created durably; a failed `fdatasync` makes the queue
+//! refuse every change until it is reopened). A torn last write (a crash in
+//! the middle of it, never acknowledged) is cut off on open, with a
+//! warning. A whole last frame damaged since it was written (bit rot, a bad
+//! disk) is never cut silently: the queue does not open ([`Error::Corrupt`]
+//! with the file and offset) until [`repair`] (`ttr repair`) moves it to a
+//! quarantine file beside the log, counted in [`Stats::damaged_frames`];
+//! other damage is [`Error::Corrupt`] too. A full disk is
+//! [`Error::DiskFull`], nothing written. [`Builder::read_only`] opens a
+//! queue to look at it without the store's lock and without writing
+//! anything, so tools (`ttr`, dashboards) can look while the service that
+//! owns the store runs.
 //! Leases are not logged: on open, every job that was leased is due again,
 //! its delivery counted. A claim is the one call that does not wait for
 //! its `fdatasync`: the job reaches its worker as soon as the claim is in
@@ -249,6 +260,7 @@ mod keys;
 mod lateness;
 mod metrics;
 mod queue;
+mod repair;
 #[cfg(feature = "redis")]
 mod scripts;
 #[cfg(feature = "redis")]
@@ -262,6 +274,7 @@ pub use crate::inspect::{JobInfo, JobState, JobSummary, Listing, Page, MAX_PAGE,
 pub use crate::job::{Job, JobId};
 pub use crate::lateness::Lateness;
 pub use crate::queue::{Builder, Queue};
+pub use crate::repair::{repair, Quarantined, Repaired};
 
 #[cfg(test)]
 mod tests {
@@ -284,6 +297,7 @@ mod tests {
         send_sync::<crate::Page>();
         send_sync::<crate::Lateness>();
         send_sync::<crate::QueueInfo>();
+        send_sync::<crate::Repaired>();
     }
 }
 

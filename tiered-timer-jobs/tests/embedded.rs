@@ -179,3 +179,95 @@ async fn jobs_outlive_every_handle() {
     assert_eq!(seen, [(kept, 1), (leased, 2)]);
     assert_eq!(queue.stats().await.unwrap().pending, 0);
 }
+
+/// A read-only handle (`ttr`'s looks) takes no lock and writes nothing:
+/// it looks at a store this (or another) process holds, sees what is
+/// written after it opened, and every change through it is refused.
+#[tokio::test]
+async fn a_read_only_handle_looks_while_the_store_is_held_and_changes_nothing() {
+    let dir = TempDir::new("read-only");
+    let service = Queue::builder(&url(&dir), "orders")
+        .lease(Duration::from_secs(60))
+        .connect()
+        .await
+        .unwrap();
+    for i in 0..10 {
+        service
+            .schedule_with_id(format!("later-{i}"), Duration::from_secs(3600), "x")
+            .await
+            .unwrap();
+    }
+    let look = Queue::builder(&url(&dir), "orders")
+        .read_only(true)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(look.pending().await.unwrap(), 10);
+    // What the service writes next is seen by the next look.
+    service
+        .schedule_with_id("now", Duration::ZERO, "due")
+        .await
+        .unwrap();
+    let job = service.next().await.unwrap();
+    service.cancel(&"later-0".into()).await.unwrap();
+    let stats = look.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.leased, stats.dead), (9, 1, 0));
+    let seen = look.job(job.id()).await.unwrap().expect("the leased job");
+    assert_eq!(seen.payload, b"due");
+    job.ack().await.unwrap();
+    assert_eq!(look.leased().await.unwrap(), 0);
+    // Changes are refused, and change nothing.
+    let log = dir.0.join("orders.log");
+    let before = std::fs::read(&log).unwrap();
+    let refused = [
+        look.schedule(Duration::ZERO, "y").await.map(|_| ()),
+        look.cancel(&"later-1".into()).await.map(|_| ()),
+        look.promote(&"later-2".into()).await.map(|_| ()),
+        look.next().await.map(|_| ()),
+    ];
+    for outcome in refused {
+        assert!(
+            matches!(outcome, Err(Error::ReadOnly { .. })),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(std::fs::read(&log).unwrap(), before);
+    assert_eq!(service.pending().await.unwrap(), 9);
+    assert_eq!(look.pending().await.unwrap(), 9);
+}
+
+/// A look creates nothing: not a store's directory, not a queue's log.
+#[tokio::test]
+async fn a_read_only_handle_creates_nothing() {
+    let dir = TempDir::new("read-only-nothing");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let missing = dir.0.join("no-store");
+    for (url, what) in [
+        (format!("file://{}", missing.display()), "store"),
+        (url(&dir), "queue"),
+    ] {
+        match Queue::builder(&url, "orders")
+            .read_only(true)
+            .connect()
+            .await
+        {
+            Err(Error::Io { source, .. }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{what}")
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    assert!(!missing.exists());
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+    // Redis has no read-only handles.
+    assert!(matches!(
+        Queue::builder("redis://127.0.0.1:1/", "orders")
+            .read_only(true)
+            .connect()
+            .await,
+        Err(Error::Unsupported {
+            setting: "read_only",
+            backend: "redis"
+        })
+    ));
+}

@@ -19,7 +19,7 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    fn print(self, text: impl FnOnce() -> String, json: impl FnOnce() -> Value) {
+    pub(crate) fn print(self, text: impl FnOnce() -> String, json: impl FnOnce() -> Value) {
         if self.json {
             println!("{}", json());
         } else {
@@ -108,7 +108,9 @@ pub(crate) async fn run(
             let text = format!("promoted {} in {name}: due now\n", safe(id.as_str()));
             one_action(out, &name, "promote", &id, done, text, "waiting")?;
         }
-        Command::Queues | Command::Serve(_) => unreachable!("not a command on one queue"),
+        Command::Queues | Command::Serve(_) | Command::Repair { .. } => {
+            unreachable!("not a command on one queue")
+        }
     }
     Ok(())
 }
@@ -322,7 +324,7 @@ pub(crate) async fn queues(redis: &RedisArgs, out: Output) -> Result<(), Failure
         // A registered queue's handle adopts its recorded count; one found
         // by its keys alone is opened with the count they show.
         let partitions = (!info.registered).then_some(info.partitions);
-        let queue = crate::connect_with(redis, &info.name, partitions).await?;
+        let queue = crate::embedded::look_at(redis, &info.name, partitions).await?;
         let stats = queue.stats().await.map_err(|e| failure(&redis.url, e))?;
         rows.push(vec![
             safe(&info.name),

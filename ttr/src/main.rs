@@ -24,6 +24,7 @@
 
 mod commands;
 mod confirm;
+mod embedded;
 mod failure;
 mod human;
 mod serve;
@@ -63,8 +64,8 @@ pub(crate) struct Cli {
 pub(crate) struct RedisArgs {
     /// The store: a Redis (`redis://host:port/db`, `rediss://`,
     /// `redis+unix://`), or an embedded store's directory
-    /// (`file:///var/lib/app/jobs`; a store is open in one process at a
-    /// time, so look at it while its service is stopped).
+    /// (`file:///var/lib/app/jobs`; looks read it while its service runs,
+    /// changes need the service stopped).
     #[arg(
         long,
         global = true,
@@ -138,6 +139,30 @@ pub(crate) enum Command {
     },
     /// Serve the web dashboard and Prometheus /metrics.
     Serve(serve::ServeArgs),
+    /// Embedded stores only: cut a torn write off the end of a queue's log,
+    /// or move a damaged last frame to a quarantine file beside it, so
+    /// that the queue opens again (with its service stopped).
+    Repair {
+        /// The queue's name.
+        queue: String,
+    },
+}
+
+impl Command {
+    /// Whether the command only reads (an embedded store is then opened
+    /// read-only: see `embedded.rs`).
+    fn only_looks(&self) -> bool {
+        matches!(
+            self,
+            Command::Queues
+                | Command::Stats { .. }
+                | Command::Job { .. }
+                | Command::Pending(_)
+                | Command::Due(_)
+                | Command::Leased(_)
+                | Command::Dead(_)
+        )
+    }
 }
 
 /// A listing's queue and page.
@@ -228,6 +253,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Serve(args) => serve::run(cli.redis, args).await,
         Command::Queues => commands::queues(&cli.redis, out).await,
+        Command::Repair { queue } => embedded::repair(&cli.redis, &queue, out).await,
         command => {
             let name = match &command {
                 Command::Stats { queue, .. }
@@ -238,9 +264,15 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     &l.queue
                 }
                 Command::Requeue(t) | Command::Purge(t) => &t.queue,
-                Command::Serve(_) | Command::Queues => unreachable!("handled above"),
+                Command::Serve(_) | Command::Queues | Command::Repair { .. } => {
+                    unreachable!("handled above")
+                }
             };
-            let queue = connect(&cli.redis, name).await?;
+            let queue = if command.only_looks() {
+                embedded::look_at(&cli.redis, name, cli.redis.partitions).await?
+            } else {
+                connect(&cli.redis, name).await?
+            };
             commands::run(&queue, command, &cli.redis, out).await
         }
     }

@@ -697,9 +697,10 @@ fn the_timeout_is_honoured_when_connecting() {
     );
 }
 
-/// `ttr --url file:///...` on an embedded store: the same commands, once
-/// the service that owns the store has let go of it (one process per
-/// store); while it holds it, a clear error.
+/// `ttr --url file:///...` on an embedded store: the same commands. Looks
+/// work while the service that owns the store holds it (they open it
+/// read-only, without its lock); changes need the service stopped (one
+/// process per store) and say so while it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_an_embedded_store() {
     let dir = support::backend::TempDir::new("ttr-cli");
@@ -725,13 +726,37 @@ async fn on_an_embedded_store() {
         .await
         .unwrap();
 
+    // Held by this process: looks work, changes are refused.
     let held = ttr(&["--url", &url, "stats", "orders"]);
-    assert_eq!(held.status.code(), Some(1), "{}", stderr(&held));
-    assert!(
-        stderr(&held).contains("open in another process"),
-        "{}",
-        stderr(&held)
+    assert!(held.status.success(), "{}", stderr(&held));
+    let text = stdout(&held);
+    assert_eq!(
+        (count(&text, "pending"), count(&text, "dead")),
+        (1, 1),
+        "{text}"
     );
+    let queues = ttr(&["--url", &url, "queues"]);
+    assert!(queues.status.success(), "{}", stderr(&queues));
+    assert!(
+        stdout(&queues).lines().any(|l| l.starts_with("orders ")),
+        "{}",
+        stdout(&queues)
+    );
+    let change = ttr(&["--url", &url, "requeue", "orders", "bad"]);
+    assert_eq!(change.status.code(), Some(1), "{}", stderr(&change));
+    assert!(
+        stderr(&change).contains("open in another process"),
+        "{}",
+        stderr(&change)
+    );
+    // What the service does next, the next look sees.
+    queue
+        .schedule_with_id("more", Duration::from_secs(3600), b"m".to_vec())
+        .await
+        .unwrap();
+    let text = stdout(&ttr(&["--url", &url, "stats", "orders"]));
+    assert_eq!(count(&text, "pending"), 2, "{text}");
+    queue.cancel(&JobId::from("more")).await.unwrap();
     drop(queue);
 
     let mut stats = ttr(&["--url", &url, "stats", "orders"]);
@@ -767,7 +792,15 @@ async fn on_an_embedded_store() {
     assert!(job.contains("waiting"), "{job}");
     let pending = stdout(&ttr(&["--url", &url, "pending", "orders"]));
     assert!(pending.contains("later"), "{pending}");
-    let requeue = ttr(&["--url", &url, "requeue", "orders", "bad"]);
+    let mut requeue = ttr(&["--url", &url, "requeue", "orders", "bad"]);
+    for _ in 0..50 {
+        if requeue.status.success() {
+            break;
+        }
+        // The store closes once its last handle's last frame is written.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        requeue = ttr(&["--url", &url, "requeue", "orders", "bad"]);
+    }
     assert!(requeue.status.success(), "{}", stderr(&requeue));
     let stats = stdout(&ttr(&["--url", &url, "stats", "orders"]));
     assert_eq!(
@@ -1074,4 +1107,106 @@ fn errors_are_sentences_for_people_and_json_with_json() {
     assert!(help.contains("1 the store cannot be reached"), "{help}");
     assert!(!help.contains("Redis unreachable"), "{help}");
     assert!(help.contains("file:///"), "{help}");
+}
+
+/// Issue 33's case: a copy of a store whose last record rotted (4 bytes
+/// flipped). A look lists what it can read, says the log is damaged, and
+/// writes nothing; `ttr repair` moves the damaged frame to a quarantine
+/// file and says what that means; the queue opens again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_at_a_damaged_copy_writes_nothing_and_repair_sets_the_damage_aside() {
+    let dir = support::backend::TempDir::new("ttr-damaged");
+    let url = format!("file://{}", dir.0.display());
+    let queue = Queue::connect(&url, "orders").await.unwrap();
+    for i in 0..30 {
+        queue
+            .schedule_with_id(format!("order-{i}"), Duration::from_secs(3600), "close it")
+            .await
+            .unwrap();
+    }
+    drop(queue);
+    let copy = support::backend::TempDir::new("ttr-damaged-copy");
+    std::fs::create_dir_all(&copy.0).unwrap();
+    let log = copy.0.join("orders.log");
+    let mut bytes = Vec::new();
+    for _ in 0..50 {
+        // The service's committer writes its last frame as it closes.
+        bytes = std::fs::read(dir.0.join("orders.log")).unwrap();
+        if ttr(&["--url", &url, "stats", "orders"]).status.success()
+            && count(
+                &stdout(&ttr(&["--url", &url, "stats", "orders"])),
+                "pending",
+            ) == 30
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let at = bytes.len() - 8;
+    for b in &mut bytes[at..at + 4] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&log, &bytes).unwrap();
+    let copy_url = format!("file://{}", copy.0.display());
+
+    let look = ttr(&["--url", &copy_url, "pending", "orders", "--limit", "100"]);
+    assert!(look.status.success(), "{}", stderr(&look));
+    let listed = stdout(&look)
+        .lines()
+        .filter(|l| l.contains("order-"))
+        .count();
+    assert_eq!(listed, 29, "{}", stdout(&look));
+    assert!(
+        stderr(&look).contains("damaged") && stderr(&look).contains("ttr repair orders"),
+        "no word of the damage: {}",
+        stderr(&look)
+    );
+    for look in [
+        vec!["--url", &copy_url, "stats", "orders"],
+        vec!["--url", &copy_url, "queues"],
+        vec!["--url", &copy_url, "job", "orders", "order-3"],
+        vec!["--url", &copy_url, "--json", "dead", "orders"],
+    ] {
+        let out = ttr(&look);
+        assert!(out.status.success(), "{look:?}: {}", stderr(&out));
+    }
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        bytes,
+        "a look changed the log"
+    );
+    let files: Vec<_> = std::fs::read_dir(&copy.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files, ["orders.log"], "a look created files");
+
+    // Repair: the damaged frame goes to a quarantine file.
+    let repair = ttr(&["--url", &copy_url, "--json", "repair", "orders"]);
+    assert!(repair.status.success(), "{}", stderr(&repair));
+    let done = json(&repair);
+    let kept = &done["quarantined"];
+    let offset = kept["offset"].as_u64().unwrap();
+    let quarantine = copy.0.join(format!("orders.log.quarantine-{offset}"));
+    assert_eq!(
+        kept["path"].as_str().unwrap(),
+        quarantine.canonicalize().unwrap().to_str().unwrap()
+    );
+    assert_eq!(
+        std::fs::read(&quarantine).unwrap(),
+        &bytes[offset as usize..]
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), &bytes[..offset as usize]);
+    let again = ttr(&["--url", &copy_url, "repair", "orders"]);
+    assert!(
+        stdout(&again).contains("nothing to repair"),
+        "{}",
+        stdout(&again)
+    );
+    let stats = ttr(&["--url", &copy_url, "stats", "orders"]);
+    assert_eq!(count(&stdout(&stats), "pending"), 29);
+    assert!(stderr(&stats).contains("damaged"), "{}", stderr(&stats));
+    // Repair is for embedded stores.
+    let redis = ttr(&["--url", "redis://127.0.0.1:1/", "repair", "orders"]);
+    assert_eq!(redis.status.code(), Some(2), "{}", stderr(&redis));
 }

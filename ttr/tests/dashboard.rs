@@ -216,3 +216,74 @@ async fn a_bearer_header_with_the_csrf_token_allows_actions() {
     assert!(body.contains(r#"data-changed="1""#), "{body}");
     assert_eq!(orders.stats().await.unwrap().due_now, 1);
 }
+
+/// On an embedded store the pages and `/metrics` look while the service
+/// that owns the store holds it (read-only, without its lock), and follow
+/// what it writes; an action opens the store for itself, so it is refused
+/// while the service runs and done once it stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_an_embedded_store_pages_look_while_its_service_runs() {
+    let dir = support::backend::TempDir::new("ttr-serve-embedded");
+    let url = format!("file://{}", dir.0.display());
+    let service = Queue::connect(&url, "orders").await.unwrap();
+    let id = service
+        .schedule(Duration::from_secs(3600), "x")
+        .await
+        .unwrap();
+    let (_serve, address) = serve(&url, &["--token", "t0ken"]);
+    let pending = |metrics: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("ttr_queue_pending{queue=\"orders\",partition=\"0\"} "))
+            .map(|n| n.to_owned())
+    };
+    let (status, _, metrics) = request(&address, "GET /metrics HTTP/1.1", "").await;
+    assert_eq!(status, 200, "{metrics}");
+    assert_eq!(pending(&metrics).as_deref(), Some("1"), "{metrics}");
+    let (status, _, page) = request(&address, "GET /queue/orders HTTP/1.1", "").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(id.as_str()), "the waiting job is listed");
+    service
+        .schedule(Duration::from_secs(3600), "y")
+        .await
+        .unwrap();
+    let (_, _, metrics) = request(&address, "GET /metrics HTTP/1.1", "").await;
+    assert_eq!(pending(&metrics).as_deref(), Some("2"), "{metrics}");
+
+    // Log in, then promote: refused while the service holds the store.
+    let (_, _, login) = request(&address, "GET /login HTTP/1.1", "").await;
+    let csrf = csrf_of(&login);
+    let (_, head, _) = request(
+        &address,
+        "POST /login HTTP/1.1",
+        &format!("csrf={csrf}&token=t0ken"),
+    )
+    .await;
+    let session = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    let post = format!("POST /queue/orders/action HTTP/1.1\r\nCookie: {session}");
+    let form = format!("csrf={csrf}&do=promote%3A{id}&confirm=yes");
+    let (status, _, body) = request(&address, &post, &form).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("open in another process"), "{body}");
+    assert_eq!(service.stats().await.unwrap().due_now, 0);
+    drop(service);
+    let mut done = (0, String::new());
+    for _ in 0..50 {
+        // The store closes once its last handle's last frame is written.
+        let (status, _, body) = request(&address, &post, &form).await;
+        done = (status, body);
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(done.0, 200, "{}", done.1);
+    assert!(done.1.contains(r#"data-changed="1""#), "{}", done.1);
+    let (_, _, page) = request(&address, "GET /queue/orders?tab=due HTTP/1.1", "").await;
+    assert!(page.contains(id.as_str()), "promoted: due now");
+}

@@ -207,10 +207,10 @@ fn env(name: &str, default: usize) -> usize {
 
 /// How many frames the log has (group commits that wrote something).
 fn frames_of(log: &super::store::QueueLog) -> u64 {
-    let file = std::fs::File::open(log.path()).unwrap();
-    let len = file.metadata().unwrap().len();
+    let file = super::fs::open(log.path(), super::fs::Mode::Create).unwrap();
+    let len = file.len().unwrap();
     let mut frames = 0;
-    super::format::scan(log.path(), &file, len, |_, _| {
+    super::format::scan(log.path(), &file, 0, len, |_, _| {
         frames += 1;
         Ok(())
     })

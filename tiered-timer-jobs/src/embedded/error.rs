@@ -16,10 +16,13 @@ pub(crate) enum StoreError {
     /// Another process has the store open (its directory's lock file is
     /// locked).
     Locked { path: PathBuf },
-    /// The log is damaged somewhere other than a torn last write: a frame
-    /// whose checksum does not match, followed by more data, or a record
-    /// that makes no sense. Nothing is dropped silently: the store does
-    /// not open until the file is repaired or moved away.
+    /// A change on a read-only handle (`follow.rs`): nothing was changed.
+    ReadOnly { path: PathBuf },
+    /// The log is damaged, not torn (see `format.rs`): a frame whose
+    /// checksum does not match with whole frames after it, a whole last
+    /// frame damaged after it was written, or a record that makes no
+    /// sense. Nothing is dropped silently: the queue does not open until
+    /// the file is repaired (`open::repair_log`) or moved away.
     Corrupt {
         path: PathBuf,
         offset: u64,
@@ -93,6 +96,7 @@ impl StoreError {
                 source: copy(source),
             },
             StoreError::Locked { path } => StoreError::Locked { path: path.clone() },
+            StoreError::ReadOnly { path } => StoreError::ReadOnly { path: path.clone() },
             StoreError::Corrupt {
                 path,
                 offset,
@@ -130,6 +134,11 @@ impl fmt::Display for StoreError {
             StoreError::Locked { path } => write!(
                 f,
                 "the job store at {} is open in another process (its lock file is locked)",
+                path.display()
+            ),
+            StoreError::ReadOnly { path } => write!(
+                f,
+                "the job log {} is open read-only here: nothing was changed",
                 path.display()
             ),
             StoreError::Corrupt {

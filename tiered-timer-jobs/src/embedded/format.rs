@@ -34,18 +34,36 @@
 //!
 //! # Torn writes and damage
 //!
-//! Reading stops at the first frame that is not whole and valid. If that
-//! frame is the last thing in the file (its header is valid and it runs
-//! to or past the end of the file; or its header is not valid and no
-//! valid frame header follows anywhere), it is a write that a crash cut
-//! short: it was never acknowledged, and the file is cut back to the end
-//! of the frame before it. Anything else is damage to data that was
-//! acknowledged, and an error naming the file and the byte offset.
+//! Reading stops at the first frame that is not whole and valid. If whole
+//! frames follow it anywhere (at any byte offset), it is damage to data
+//! that was acknowledged: an error naming the file and the byte offset.
+//! Otherwise it is the log's tail, and one of two things ([`Tail`]):
+//!
+//! * **Torn**: a write a crash cut short. Frames are written one at a
+//!   time, each synced before the next, so only the last can be torn, and
+//!   a power cut tears it at sector granularity: the lost sectors read
+//!   back as zeros (the file grew there; a length can reach the disk
+//!   without its data) or are missing (the file is short). So a tail too
+//!   short for a frame header, a frame that runs past the end of the file,
+//!   or a frame (or a damaged header) with a sector-sized part of zeros is
+//!   torn. It was never acknowledged, and opening the store cuts it off,
+//!   with a warning.
+//! * **Damaged**: a whole frame (its length fits in the file) whose
+//!   checksum fails with no part of zeros, or a damaged header that is not
+//!   zeros. It was written whole, maybe synced and acknowledged, and
+//!   damaged since (bit rot, a bad disk, an editor). It is never cut
+//!   silently: opening the store refuses ([`StoreError::Corrupt`] naming
+//!   `ttr repair`), a read-only look leaves it where it is, and a repair
+//!   moves its bytes to a quarantine file beside the log.
+//!
+//! A damaged frame that happens to hold a sector-sized part of zeros of
+//! its own is taken for a torn one: the format cannot tell them apart.
 
 use std::io::{self, Read};
 use std::path::Path;
 
 use super::error::StoreError;
+use super::fs::LogFile;
 
 /// The file's first bytes.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"ttrjobs\0";
@@ -354,35 +372,130 @@ fn parse_frame_header(header: &[u8]) -> Option<(u32, u32)> {
     (len <= MAX_FRAME).then_some((len, word(8)))
 }
 
+/// How a log file ends after its last whole frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// Nothing after it.
+    Clean,
+    /// A write a crash cut short (see the module docs): never
+    /// acknowledged, cut off when the store opens.
+    Torn {
+        /// How many bytes follow the last whole frame.
+        len: u64,
+    },
+    /// A last frame that is whole (its length fits in the file) but
+    /// damaged, with no whole frame after it: written (and maybe synced
+    /// and acknowledged) and damaged since. Never cut silently.
+    Damaged {
+        /// How many bytes follow the last whole frame.
+        len: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
 /// How a log file ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Scanned {
-    /// Where the last whole frame ends: the file is cut back to here if
-    /// it is longer (a torn write).
+    /// Where the last whole frame ends.
     pub(crate) end: u64,
-    /// Whether a torn last write was found (and is to be cut off).
-    pub(crate) torn: bool,
+    /// What follows it.
+    pub(crate) tail: Tail,
 }
 
-/// Reads the log at `path` (open as `file`, `len` bytes long) and calls
-/// `frame(offset, body)` for each whole frame in order; `offset` is where
-/// the frame's body starts in the file.
+/// A sector: the smallest unit a power cut tears a write at (a lost one
+/// reads back as zeros where the file grew).
+const SECTOR: u64 = 512;
+
+/// Reads the log at `path` (open as `file`, `len` bytes long) from byte
+/// `from` (0: the file header first, else where a whole frame begins) and
+/// calls `frame(offset, body)` for each whole frame in order; `offset` is
+/// where the frame's body starts in the file.
 ///
 /// # Errors
 ///
-/// [`StoreError::Corrupt`] for a bad file header, or a bad frame that is
-/// not a torn last write (see the module docs); the first error of
-/// `frame`; [`StoreError::Io`] if reading fails.
+/// [`StoreError::Corrupt`] for a bad file header, or a bad frame followed
+/// by whole ones (see the module docs); the first error of `frame`;
+/// [`StoreError::Io`] if reading fails.
 pub(crate) fn scan(
     path: &Path,
-    file: &std::fs::File,
+    file: &LogFile,
+    from: u64,
     len: u64,
     mut frame: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
 ) -> Result<Scanned, StoreError> {
     let read_err = |e: io::Error| StoreError::io(path, "reading the job log", e);
-    let mut reader = io::BufReader::with_capacity(1 << 20, file);
+    let mut at = from;
+    if at == 0 {
+        check_file_header(path, file)?;
+        at = FILE_HEADER as u64;
+    }
+    let mut reader = io::BufReader::with_capacity(1 << 20, ReadFrom { file, at });
+    let mut body = Vec::new();
+    loop {
+        let left = len - at;
+        if left == 0 {
+            return Ok(Scanned {
+                end: at,
+                tail: Tail::Clean,
+            });
+        }
+        let mut head = [0u8; FRAME_HEADER];
+        let header = if left < FRAME_HEADER as u64 {
+            None
+        } else {
+            reader.read_exact(&mut head).map_err(read_err)?;
+            parse_frame_header(&head)
+        };
+        let whole = header.and_then(|(body_len, body_crc)| {
+            let end = at + FRAME_HEADER as u64 + u64::from(body_len);
+            (end <= len).then_some((end, body_len, body_crc))
+        });
+        if let Some((end, body_len, body_crc)) = whole {
+            body.resize(body_len as usize, 0);
+            reader.read_exact(&mut body).map_err(read_err)?;
+            if crc32fast::hash(&body) == body_crc {
+                frame(at + FRAME_HEADER as u64, &body)?;
+                at = end;
+                continue;
+            }
+        }
+        drop(reader);
+        let tail = classify_tail(file, at, len, whole.map(|(end, ..)| end)).map_err(read_err)?;
+        if valid_frame_after(file, at + 1, len).map_err(read_err)? {
+            return Err(StoreError::corrupt(
+                path,
+                at,
+                if header.is_some() {
+                    "a frame's checksum does not match, and whole frames follow it"
+                } else {
+                    "a frame header is damaged, and whole frames follow it"
+                },
+            ));
+        }
+        return Ok(Scanned { end: at, tail });
+    }
+}
+
+/// Reads a file on from a position.
+struct ReadFrom<'a> {
+    file: &'a LogFile,
+    at: u64,
+}
+
+impl Read for ReadFrom<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read_at(buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// Checks the file header.
+fn check_file_header(path: &Path, file: &LogFile) -> Result<(), StoreError> {
     let mut header = [0u8; FILE_HEADER];
-    reader.read_exact(&mut header).map_err(read_err)?;
+    file.read_exact_at(&mut header, 0)
+        .map_err(|e| StoreError::io(path, "reading the job log", e))?;
     if header[..8] != FILE_MAGIC {
         return Err(StoreError::corrupt(path, 0, "not a job log (bad magic)"));
     }
@@ -401,64 +514,70 @@ pub(crate) fn scan(
             format!("format version {version}, this build reads {VERSION}"),
         ));
     }
-    let mut at = FILE_HEADER as u64;
-    let mut body = Vec::new();
-    loop {
-        let left = len - at;
-        if left == 0 {
-            return Ok(Scanned {
-                end: at,
-                torn: false,
-            });
-        }
-        let torn = Ok(Scanned {
-            end: at,
-            torn: true,
-        });
-        if left < FRAME_HEADER as u64 {
-            // Not even a header: a write cut short (or zeros).
-            return torn;
-        }
-        let mut head = [0u8; FRAME_HEADER];
-        reader.read_exact(&mut head).map_err(read_err)?;
-        let Some((body_len, body_crc)) = parse_frame_header(&head) else {
-            drop(reader);
-            return if valid_frame_after(file, at + 1, len).map_err(read_err)? {
-                Err(StoreError::corrupt(
-                    path,
-                    at,
-                    "a frame header is damaged, and whole frames follow it",
-                ))
-            } else {
-                torn
-            };
-        };
-        let end = at + FRAME_HEADER as u64 + u64::from(body_len);
-        if end > len {
-            return torn; // cut short by a crash
-        }
-        body.resize(body_len as usize, 0);
-        reader.read_exact(&mut body).map_err(read_err)?;
-        if crc32fast::hash(&body) != body_crc {
-            if end == len {
-                return torn; // the last write, some of its pages lost
-            }
-            return Err(StoreError::corrupt(
-                path,
-                at,
-                "a frame's checksum does not match, and more frames follow it",
-            ));
-        }
-        frame(at + FRAME_HEADER as u64, &body)?;
-        at = end;
+    Ok(())
+}
+
+/// What the bytes from `at` (where a bad frame starts) to `len` are: a
+/// torn write, or damage. `whole_end`: where the frame ends if its header
+/// is valid and it fits in the file.
+///
+/// A power cut tears the one write in flight at sector granularity: what
+/// it loses reads back as zeros (the file grew there) or is missing (the
+/// file is short). So a frame that runs past the end of the file, a
+/// header that does not fit, or a frame with a sector-sized part of
+/// zeros, is torn. A whole frame with no such part (or a damaged header
+/// with none) was written whole and damaged since: bit rot, a bad disk,
+/// an editor.
+fn classify_tail(file: &LogFile, at: u64, len: u64, whole_end: Option<u64>) -> io::Result<Tail> {
+    let rest = len - at;
+    let torn = Ok(Tail::Torn { len: rest });
+    if rest < FRAME_HEADER as u64 {
+        return torn;
     }
+    let (checked_end, reason) = match whole_end {
+        Some(end) => (
+            end,
+            "the last frame is whole but its checksum does not match: damaged after it \
+             was written, not a torn write",
+        ),
+        None => {
+            let mut head = [0u8; FRAME_HEADER];
+            file.read_exact_at(&mut head, at)?;
+            if parse_frame_header(&head).is_some() {
+                return torn; // runs past the end of the file: cut short
+            }
+            (
+                at + FRAME_HEADER as u64,
+                "the last frame's header is damaged (not zeros): not a torn write",
+            )
+        }
+    };
+    if has_zero_sector_part(file, at, checked_end)? {
+        return torn;
+    }
+    Ok(Tail::Damaged { len: rest, reason })
+}
+
+/// Whether some part of `[from, to)` that one sector holds is all zeros.
+fn has_zero_sector_part(file: &LogFile, from: u64, to: u64) -> io::Result<bool> {
+    let mut bytes = vec![0u8; (to - from) as usize];
+    file.read_exact_at(&mut bytes, from)?;
+    let mut part_start = from;
+    while part_start < to {
+        let part_end = ((part_start / SECTOR + 1) * SECTOR).min(to);
+        let part = &bytes[(part_start - from) as usize..(part_end - from) as usize];
+        if part.iter().all(|&b| b == 0) {
+            return Ok(true);
+        }
+        part_start = part_end;
+    }
+    Ok(false)
 }
 
 /// Whether a whole, valid frame starts at any byte offset from `from` on:
 /// the test that tells damage (acknowledged frames follow) from a torn
 /// last write (nothing valid follows).
-fn valid_frame_after(file: &std::fs::File, from: u64, len: u64) -> io::Result<bool> {
-    use std::os::unix::fs::FileExt;
+fn valid_frame_after(file: &LogFile, from: u64, len: u64) -> io::Result<bool> {
     if from >= len {
         return Ok(false);
     }
@@ -573,5 +692,71 @@ mod tests {
             assert_eq!(parse_frame_header(&bad), None, "byte {byte}");
         }
         assert_eq!(parse_frame_header(&[0u8; FRAME_HEADER]), None);
+    }
+
+    /// A log of a header and frames with these bodies, as a file.
+    fn log_of(
+        bodies: &[Vec<u8>],
+    ) -> (crate::embedded::tests::TempDir, std::path::PathBuf, Vec<u8>) {
+        let dir = crate::embedded::tests::TempDir::new("format");
+        let path = dir.path().join("q.log");
+        let mut bytes = file_header().to_vec();
+        for body in bodies {
+            bytes.extend_from_slice(&frame_header(body));
+            bytes.extend_from_slice(body);
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        (dir, path, bytes)
+    }
+
+    fn scan_bytes(path: &Path, bytes: &[u8]) -> Result<Scanned, StoreError> {
+        std::fs::write(path, bytes).unwrap();
+        let file = crate::embedded::fs::open(path, crate::embedded::fs::Mode::Write).unwrap();
+        scan(path, &file, 0, bytes.len() as u64, |_, _| Ok(()))
+    }
+
+    #[test]
+    fn torn_tails_are_told_from_damaged_ones() {
+        let small = vec![7u8; 40];
+        let big: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8 + 1).collect();
+        let (_dir, path, good) = log_of(&[small.clone(), big.clone()]);
+        let last = (FILE_HEADER + FRAME_HEADER + small.len()) as u64;
+        let len = good.len() as u64;
+        let tail = |bytes: &[u8]| scan_bytes(&path, bytes).unwrap();
+        let torn = |rest: u64| Scanned {
+            end: last,
+            tail: Tail::Torn { len: rest },
+        };
+        assert_eq!(tail(&good).tail, Tail::Clean);
+        // Short: a header cut, a body cut.
+        assert_eq!(tail(&good[..last as usize + 9]), torn(9));
+        assert_eq!(tail(&good[..len as usize - 1]), torn(len - last - 1));
+        // A lost sector inside the frame (zeros), or the header's sector.
+        let mut lost = good.clone();
+        lost[1024..1536].fill(0);
+        assert_eq!(tail(&lost), torn(len - last));
+        let mut lost = good.clone();
+        lost[last as usize..512].fill(0);
+        assert_eq!(tail(&lost), torn(len - last));
+        // A length that reached the disk without its data: all zeros.
+        let mut zeros = good[..last as usize].to_vec();
+        zeros.resize(len as usize + 100, 0);
+        assert_eq!(tail(&zeros), torn(len - last + 100));
+        // Bytes flipped in a whole frame, in its body or its header: damage.
+        for at in [len as usize - 8, last as usize + 5] {
+            let mut rotten = good.clone();
+            rotten[at] ^= 0x5a;
+            match tail(&rotten).tail {
+                Tail::Damaged { len: n, .. } => assert_eq!(n, len - last, "byte {at}"),
+                other => panic!("byte {at}: {other:?}"),
+            }
+        }
+        // Damage before a whole frame is an error, not a tail.
+        let mut rotten = good.clone();
+        rotten[FILE_HEADER + FRAME_HEADER + 3] ^= 1;
+        assert!(matches!(
+            scan_bytes(&path, &rotten),
+            Err(StoreError::Corrupt { offset, .. }) if offset == FILE_HEADER as u64
+        ));
     }
 }

@@ -289,6 +289,15 @@ impl QueueLog {
         self.look(|index, now| index.numbers(now.floor))
     }
 
+    /// Damaged frames of the log (see `Stats::damaged_frames`): the
+    /// quarantine files beside it, and a damaged last frame a read-only
+    /// handle left where it is.
+    pub(crate) fn damaged_frames(&self) -> u64 {
+        let state = self.shared.lock();
+        let tail = state.follow.as_ref().is_some_and(|f| f.damaged_tail());
+        state.quarantined + u64::from(tail)
+    }
+
     /// How many jobs are waiting.
     pub(crate) fn pending(&self) -> u64 {
         self.look(|index, _| index.pending())
@@ -458,6 +467,49 @@ fn row(view: &super::index::View, read: Read, at: Option<u64>) -> JobRow {
         payload: read.payload,
         last_error: view.error.as_deref().map(str::to_owned),
     }
+}
+
+/// Opens a read-only handle on queue `name` of the store in `dir`, off
+/// the runtime (`follow.rs`).
+///
+/// # Errors
+///
+/// As [`follow::open`](super::follow::open).
+pub(crate) async fn open_read_only(
+    dir: &std::path::Path,
+    name: &str,
+) -> Result<Arc<QueueLog>, StoreError> {
+    let (dir, name) = (dir.to_owned(), name.to_owned());
+    tokio::task::spawn_blocking(move || super::follow::open(&dir, &name))
+        .await
+        .map_err(|e| StoreError::Failed {
+            path: std::path::PathBuf::new(),
+            reason: format!("opening the store panicked: {e}"),
+        })?
+}
+
+/// Repairs the end of queue `name`'s log in the store in `dir` (see
+/// `open.rs`), off the runtime: the log's path and what was done.
+///
+/// # Errors
+///
+/// As [`Store::open`](super::store::Store::open) and
+/// [`Store::repair`](super::store::Store::repair).
+pub(crate) async fn repair(
+    dir: &std::path::Path,
+    name: &str,
+) -> Result<(std::path::PathBuf, super::open::LogRepair), StoreError> {
+    let (dir, name) = (dir.to_owned(), name.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let store = super::store::Store::open(&dir)?;
+        let path = store.log_path(&name);
+        Ok((path, store.repair(&name)?))
+    })
+    .await
+    .map_err(|e| StoreError::Failed {
+        path: std::path::PathBuf::new(),
+        reason: format!("repairing the store panicked: {e}"),
+    })?
 }
 
 /// Opens the queue `name` of the store in `dir` (creating both if

@@ -82,6 +82,16 @@ pub(crate) fn check_exists(dir: &Path, name: &str) -> Result<(), Error> {
     }
 }
 
+/// Opens a read-only handle on queue `name` in the store in `dir`
+/// (`follow.rs`): creates nothing, takes no lock.
+pub(crate) async fn open_read_only(dir: &Path, name: &str) -> Result<Local, Error> {
+    let log = ops::open_read_only(dir, name).await?;
+    Ok(Local {
+        log,
+        closing: Notify::new(),
+    })
+}
+
 /// Opens (creating them if needed) the store in `dir` and its queue
 /// `name`.
 pub(crate) async fn open(dir: &Path, name: &str) -> Result<Local, Error> {
@@ -103,6 +113,23 @@ fn token_of(token: &str) -> u64 {
 }
 
 impl Local {
+    /// Before a look: a read-only handle reads what the log gained since
+    /// its last look (off the runtime); others have it all.
+    async fn follow(&self) -> Result<(), Error> {
+        if !self.log.is_read_only() {
+            return Ok(());
+        }
+        let log = Arc::clone(&self.log);
+        tokio::task::spawn_blocking(move || log.shared.catch_up())
+            .await
+            .map_err(|e| Error::Io {
+                path: self.log.shared.path.clone(),
+                doing: "following the job log".to_owned(),
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        Ok(())
+    }
+
     /// One job (as `Queue::schedule*`): `value` is a delay (`delay`) or a
     /// due time, in ms.
     pub(crate) async fn schedule(
@@ -163,6 +190,12 @@ impl Local {
     /// Redis waker's claims): a claim that finds nothing waits for the
     /// store's driver to say something came due, or for `close`.
     pub(crate) async fn wait(&self, inner: &Inner, max: usize) -> Result<Vec<Claimed>, Error> {
+        if self.log.is_read_only() {
+            // Nothing to claim with: refused before it waits.
+            return Err(Error::ReadOnly {
+                path: self.log.shared.path.clone(),
+            });
+        }
         let lease_ms = crate::queue::millis_up(inner.lease());
         loop {
             let closing = self.closing.notified();
@@ -303,15 +336,18 @@ impl Local {
         Ok(self.log.release(id.as_str(), token_of(token)).await?)
     }
 
-    pub(crate) fn pending(&self) -> u64 {
-        self.log.pending()
+    pub(crate) async fn pending(&self) -> Result<u64, Error> {
+        self.follow().await?;
+        Ok(self.log.pending())
     }
 
-    pub(crate) fn leased(&self) -> u64 {
-        self.log.leased()
+    pub(crate) async fn leased(&self) -> Result<u64, Error> {
+        self.follow().await?;
+        Ok(self.log.leased())
     }
 
-    pub(crate) fn stats(&self) -> Result<Stats, Error> {
+    pub(crate) async fn stats(&self) -> Result<Stats, Error> {
+        self.follow().await?;
         let n = self.log.stats();
         let reply = [
             n.now,
@@ -324,11 +360,13 @@ impl Local {
             n.dead,
             n.latest_death,
         ];
-        let one = Stats::from_reply(0, &reply)?;
+        let mut one = Stats::from_reply(0, &reply)?;
+        one.damaged_frames = self.log.damaged_frames();
         Ok(Stats::total(vec![one]))
     }
 
     pub(crate) async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, Error> {
+        self.follow().await?;
         let mut all = Vec::new();
         while all.len() < limit {
             let count = (limit - all.len()).min(MAX_PAGE);
@@ -392,6 +430,7 @@ impl Local {
 
     pub(crate) async fn job(&self, id: &JobId) -> Result<Option<JobInfo>, Error> {
         check_job_id(id.as_str())?;
+        self.follow().await?;
         let (now, row) = self.log.inspect(id.as_str()).await?;
         let Some(row) = row else {
             return Ok(None);
@@ -428,6 +467,7 @@ impl Local {
             Listing::Leased => Which::Leased,
             Listing::Dead => Which::Dead,
         };
+        self.follow().await?;
         let (now, total, rows) = self.log.list(which, offset, limit, PREVIEW).await?;
         let jobs = rows
             .into_iter()
@@ -450,8 +490,9 @@ impl Local {
         })
     }
 
-    pub(crate) fn lateness(&self) -> Lateness {
-        Lateness::from_counts(self.log.lateness().to_vec())
+    pub(crate) async fn lateness(&self) -> Result<Lateness, Error> {
+        self.follow().await?;
+        Ok(Lateness::from_counts(self.log.lateness().to_vec()))
     }
 }
 

@@ -53,9 +53,8 @@
 //!   new file. Calls go on meanwhile; their frames wait.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
@@ -64,8 +63,11 @@ use std::thread::JoinHandle;
 use tokio::sync::{oneshot, Notify};
 
 use super::error::StoreError;
+use super::follow::Follow;
 use super::format::{self, Record, FRAME_HEADER};
+use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Batch, Index, Now, ReadAt, Undo, View};
+use super::open::{create_dir_all, quarantined, repair_log, replay, sync_dir, LogRepair};
 
 /// Compaction waits until the log is at least this long.
 const COMPACT_MIN_BYTES: u64 = 64 << 20;
@@ -82,7 +84,7 @@ static STORES: LazyLock<Mutex<HashMap<PathBuf, Weak<Store>>>> =
 pub(crate) struct Store {
     dir: PathBuf,
     /// Locked exclusively while the store is open.
-    _lock: File,
+    _lock: LogFile,
     queues: Mutex<HashMap<String, Opened>>,
 }
 
@@ -111,7 +113,7 @@ impl Store {
     /// [`StoreError::Locked`] if another process has it open;
     /// [`StoreError::Io`] if the directory cannot be created or locked.
     pub(crate) fn open(dir: &Path) -> Result<Arc<Store>, StoreError> {
-        fs::create_dir_all(dir)
+        create_dir_all(dir)
             .map_err(|e| StoreError::io(dir, "creating the job store's directory", e))?;
         let dir = fs::canonicalize(dir)
             .map_err(|e| StoreError::io(dir, "resolving the job store's directory", e))?;
@@ -120,16 +122,11 @@ impl Store {
             return Ok(store);
         }
         let lock_path = dir.join("LOCK");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lock_path)
+        let lock = seam::open(&lock_path, Mode::Create)
             .map_err(|e| StoreError::io(&lock_path, "opening the lock file", e))?;
         // Fully qualified: std's own `File::try_lock` (Rust 1.89) would
         // shadow the trait's method on newer compilers.
-        match fs4::FileExt::try_lock(&lock) {
+        match fs4::FileExt::try_lock(lock.as_file()) {
             Ok(()) => {}
             Err(fs4::TryLockError::WouldBlock) => return Err(StoreError::Locked { path: dir }),
             Err(fs4::TryLockError::Error(e)) => {
@@ -170,6 +167,36 @@ impl Store {
         opened.committer = Some(committer);
         Ok(log)
     }
+
+    /// Repairs the end of queue `name`'s log (see `open.rs`), unless this
+    /// process has the queue open (then its log opened, and has nothing to
+    /// repair). Blocking: call it off the runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Corrupt`] for damage followed by whole frames;
+    /// [`StoreError::Io`].
+    pub(crate) fn repair(&self, name: &str) -> Result<LogRepair, StoreError> {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(opened) = queues.get_mut(name) {
+            if let Some(log) = opened.log.upgrade() {
+                return Ok(LogRepair {
+                    end: log.shared.lock().end,
+                    torn: 0,
+                    quarantined: None,
+                });
+            }
+            if let Some(committer) = opened.committer.take() {
+                let _ = committer.join();
+            }
+        }
+        repair_log(&self.log_path(name))
+    }
+
+    /// The path of queue `name`'s log.
+    pub(crate) fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.log"))
+    }
 }
 
 /// What a call waits for: its frame on disk, then the ids and payloads it
@@ -206,12 +233,12 @@ struct InFlight {
 pub(crate) struct State {
     pub(crate) index: Index,
     /// The changes waiting for the next frame.
-    batch: Batch,
+    pub(crate) batch: Batch,
     waiters: Vec<Waiter>,
     in_flight: Option<InFlight>,
     /// Where the last frame on disk ends.
-    end: u64,
-    file: Arc<File>,
+    pub(crate) end: u64,
+    pub(crate) file: Arc<LogFile>,
     failed: Option<StoreError>,
     closing: bool,
     /// Compaction waits until the log is at least this long.
@@ -221,12 +248,17 @@ pub(crate) struct State {
     compact_retry: u64,
     /// When the driver wakes next (ms; `u64::MAX`: it sleeps until told).
     pub(crate) driver_at: u64,
+    /// Quarantine files beside the log when it was opened (`open.rs`).
+    pub(crate) quarantined: u64,
+    /// How a read-only handle follows the log (`None`: this process owns
+    /// it).
+    pub(crate) follow: Option<Follow>,
 }
 
 /// Reads the log for the index: the file up to its durable end, or the
 /// frame being written.
 struct LogReader<'a> {
-    file: &'a File,
+    file: &'a LogFile,
     end: u64,
     in_flight: Option<&'a InFlight>,
 }
@@ -252,7 +284,7 @@ impl ReadAt for LogReader<'_> {
 
 /// What the queue's lock, its committer and its waiting calls share.
 pub(crate) struct Shared {
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     state: Mutex<State>,
     /// Wakes the committer.
     work: Condvar,
@@ -269,7 +301,9 @@ pub(crate) struct Shared {
 /// One queue's log in a store, shared by every handle on the queue in
 /// this process.
 pub(crate) struct QueueLog {
-    store: Arc<Store>,
+    /// The store it is in (`None`: a read-only handle, which holds no
+    /// store: see `follow.rs`).
+    store: Option<Arc<Store>>,
     name: String,
     pub(crate) shared: Arc<Shared>,
 }
@@ -277,8 +311,9 @@ pub(crate) struct QueueLog {
 impl std::fmt::Debug for QueueLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueueLog")
-            .field("dir", &self.store.dir)
             .field("name", &self.name)
+            .field("path", &self.shared.path)
+            .field("read_only", &self.store.is_none())
             .finish_non_exhaustive()
     }
 }
@@ -296,6 +331,14 @@ impl Drop for QueueLog {
 /// The outcome of a change: its value, and what it asked to read.
 pub(crate) type Changed<T> = (T, Vec<ReadReq>);
 
+/// What a change waits for once it let go of the lock: its frame (and
+/// the reads the committer does after it), or, on a read-only handle, its
+/// reads alone.
+enum Next<T> {
+    Wait(oneshot::Receiver<Result<Vec<Read>, StoreError>>, T),
+    Read(T, Arc<LogFile>, Vec<Option<(u64, usize, usize)>>),
+}
+
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -309,18 +352,20 @@ impl State {
     }
 }
 
-impl QueueLog {
-    /// Opens `dir/<name>.log` (creating it), replays it, and starts its
-    /// committer.
-    fn open(store: &Arc<Store>, name: &str) -> Result<(Arc<QueueLog>, JoinHandle<()>), StoreError> {
-        let path = store.dir.join(format!("{name}.log"));
-        let (file, end, index) = replay(&path, Now::wall())?;
-        let base = end;
-        let shared = Arc::new(Shared {
-            path: path.clone(),
+impl Shared {
+    /// The shared state of the log at `path`, open as `file`, replayed into
+    /// `index` up to `end`; `follow` for a read-only handle.
+    pub(crate) fn new(
+        path: PathBuf,
+        file: LogFile,
+        end: u64,
+        index: Index,
+        follow: Option<Follow>,
+    ) -> Shared {
+        Shared {
             state: Mutex::new(State {
                 index,
-                batch: Batch::new(base),
+                batch: Batch::new(end),
                 waiters: Vec::new(),
                 in_flight: None,
                 end,
@@ -330,12 +375,25 @@ impl QueueLog {
                 compact_min: COMPACT_MIN_BYTES,
                 compact_retry: 0,
                 driver_at: 0,
+                quarantined: quarantined(&path),
+                follow,
             }),
+            path,
             work: Condvar::new(),
             claimable: Notify::new(),
             sooner: Condvar::new(),
             driver: AtomicBool::new(false),
-        });
+        }
+    }
+}
+
+impl QueueLog {
+    /// Opens `dir/<name>.log` (creating it), replays it, and starts its
+    /// committer.
+    fn open(store: &Arc<Store>, name: &str) -> Result<(Arc<QueueLog>, JoinHandle<()>), StoreError> {
+        let path = store.log_path(name);
+        let (file, end, index) = replay(&path, Now::wall())?;
+        let shared = Arc::new(Shared::new(path.clone(), file, end, index, None));
         let committer = {
             let shared = Arc::clone(&shared);
             let store = Arc::clone(store);
@@ -348,11 +406,25 @@ impl QueueLog {
                 .map_err(|e| StoreError::io(&path, "starting the log's committer thread", e))?
         };
         let log = Arc::new(QueueLog {
-            store: Arc::clone(store),
+            store: Some(Arc::clone(store)),
             name: name.to_owned(),
             shared,
         });
         Ok((log, committer))
+    }
+
+    /// A read-only handle on the log `shared` describes (`follow.rs`).
+    pub(crate) fn read_only(name: &str, shared: Shared) -> Arc<QueueLog> {
+        Arc::new(QueueLog {
+            store: None,
+            name: name.to_owned(),
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// Whether this handle only looks (see `follow.rs`).
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.store.is_none()
     }
 
     /// Starts the driver thread unless it was started.
@@ -399,7 +471,7 @@ impl QueueLog {
         quick: bool,
         change: impl FnOnce(&mut Index, &mut Batch, &dyn ReadAt, Now) -> io::Result<Changed<T>>,
     ) -> Result<(T, Vec<Read>), StoreError> {
-        let rx = {
+        let next = {
             let mut guard = self.shared.lock();
             let state = &mut *guard;
             if let Some(failed) = &state.failed {
@@ -425,51 +497,70 @@ impl QueueLog {
                     return Err(StoreError::io(&self.shared.path, "reading the job log", e));
                 }
             };
-            // Something due sooner than the driver wakes: wake it.
-            let sooner = state
-                .index
-                .next_expiration()
-                .is_some_and(|next| next < state.driver_at);
-            let wrote = state.batch.frame.len() > frame_before;
-            if state.batch.handed.len() > handed_before {
-                // A claim that hands its jobs out now, its records in the
-                // batch (see the module docs): read them and go.
-                let places = plan_reads(state, &reads);
+            if state.follow.is_some() {
+                let plan = plan_reads_after_commit(&state.index, &reads);
+                let refused = refuse_changes(state, undo_before, frame_before, handed_before);
+                if let Some(error) = refused.map(|()| StoreError::ReadOnly {
+                    path: self.shared.path.clone(),
+                }) {
+                    return Err(error);
+                }
                 let file = Arc::clone(&state.file);
+                drop(guard);
+                Next::Read(value, file, plan)
+            } else {
+                // Something due sooner than the driver wakes: wake it.
+                let sooner = state
+                    .index
+                    .next_expiration()
+                    .is_some_and(|next| next < state.driver_at);
+                let wrote = state.batch.frame.len() > frame_before;
+                if state.batch.handed.len() > handed_before {
+                    // A claim that hands its jobs out now, its records in the
+                    // batch (see the module docs): read them and go.
+                    let places = plan_reads(state, &reads);
+                    let file = Arc::clone(&state.file);
+                    drop(guard);
+                    self.shared.work.notify_one();
+                    if sooner {
+                        self.shared.sooner.notify_one();
+                    }
+                    let reads = places
+                        .into_iter()
+                        .map(|place| match place {
+                            Place::Here(read) => Ok(read),
+                            Place::File(place) => read_one(&file, place),
+                        })
+                        .collect::<io::Result<Vec<Read>>>()
+                        .map_err(|e| StoreError::io(&self.shared.path, "reading the job log", e))?;
+                    return Ok((value, reads));
+                }
+                let idle =
+                    state.batch.is_empty() && state.in_flight.is_none() && state.waiters.is_empty();
+                if reads.is_empty() && (idle || (quick && !wrote)) {
+                    drop(guard);
+                    if sooner {
+                        self.shared.sooner.notify_one();
+                    }
+                    return Ok((value, Vec::new()));
+                }
+                let (tx, rx) = oneshot::channel();
+                state.waiters.push(Waiter { tx, reads });
                 drop(guard);
                 self.shared.work.notify_one();
                 if sooner {
                     self.shared.sooner.notify_one();
                 }
-                let reads = places
-                    .into_iter()
-                    .map(|place| match place {
-                        Place::Here(read) => Ok(read),
-                        Place::File(place) => read_one(&file, place),
-                    })
-                    .collect::<io::Result<Vec<Read>>>()
-                    .map_err(|e| StoreError::io(&self.shared.path, "reading the job log", e))?;
+                Next::Wait(rx, value)
+            }
+        };
+        let (rx, value) = match next {
+            Next::Wait(rx, value) => (rx, value),
+            Next::Read(value, file, plan) => {
+                let reads = read_off_the_runtime(&self.shared.path, file, plan).await?;
                 return Ok((value, reads));
             }
-            let idle =
-                state.batch.is_empty() && state.in_flight.is_none() && state.waiters.is_empty();
-            if reads.is_empty() && (idle || (quick && !wrote)) {
-                drop(guard);
-                if sooner {
-                    self.shared.sooner.notify_one();
-                }
-                return Ok((value, Vec::new()));
-            }
-            let (tx, rx) = oneshot::channel();
-            state.waiters.push(Waiter { tx, reads });
-            drop(guard);
-            self.shared.work.notify_one();
-            if sooner {
-                self.shared.sooner.notify_one();
-            }
-            (rx, value)
         };
-        let (rx, value) = rx;
         match rx.await {
             Ok(Ok(reads)) => Ok((value, reads)),
             Ok(Err(e)) => Err(e),
@@ -485,65 +576,6 @@ impl QueueLog {
         let mut state = self.shared.lock();
         look(&mut state.index, Now::wall())
     }
-}
-
-/// Opens and replays the log at `path`: the file, its durable end, the
-/// index.
-fn replay(path: &Path, now: Now) -> Result<(File, u64, Index), StoreError> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| StoreError::io(path, "opening the job log", e))?;
-    let mut len = file
-        .metadata()
-        .map_err(|e| StoreError::io(path, "reading the job log's length", e))?
-        .len();
-    if len < format::FILE_HEADER as u64 {
-        // New (or a crash before its header was whole): start it.
-        file.set_len(0)
-            .map_err(|e| StoreError::io(path, "starting the job log", e))?;
-        file.write_all_at(&format::file_header(), 0)
-            .map_err(|e| StoreError::io(path, "starting the job log", e))?;
-        file.sync_all()
-            .map_err(|e| StoreError::io(path, "syncing the job log", e))?;
-        sync_dir(path)?;
-        len = format::FILE_HEADER as u64;
-    }
-    let mut index = Index::new(now.floor);
-    index.begin_replay();
-    let scanned = format::scan(path, &file, len, |at, body| {
-        let mut records = format::Records::new(body);
-        loop {
-            let offset = at + records.position() as u64;
-            let Some(record) = records.next_record() else {
-                return Ok(());
-            };
-            let record = record.map_err(|reason| StoreError::corrupt(path, offset, reason))?;
-            let data = offset + format::NEW_ID_AT as u64;
-            index
-                .apply(&record, data)
-                .map_err(|reason| StoreError::corrupt(path, offset, reason))?;
-        }
-    })?;
-    index.end_replay();
-    if scanned.torn {
-        file.set_len(scanned.end)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| StoreError::io(path, "cutting a torn write off the job log", e))?;
-    }
-    index.advance(now.floor);
-    Ok((file, scanned.end, index))
-}
-
-/// Syncs the directory holding `path` (a new or renamed file's entry).
-fn sync_dir(path: &Path) -> Result<(), StoreError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(dir, "syncing the directory", e))
 }
 
 /// The committer: one frame per round, until the queue closes.
@@ -606,16 +638,7 @@ fn commit_loop(shared: &Shared) {
                 // its end).
                 let plans: Vec<Vec<Option<(u64, usize, usize)>>> = waiters
                     .iter()
-                    .map(|w| {
-                        w.reads
-                            .iter()
-                            .map(|r| {
-                                let (data, id_len, payload_len) =
-                                    state.index.extent(r.slot, r.gen)?;
-                                Some((data, id_len, payload_len.min(r.payload)))
-                            })
-                            .collect()
-                    })
+                    .map(|w| plan_reads_after_commit(&state.index, &w.reads))
                     .collect();
                 let file = Arc::clone(&state.file);
                 drop(state);
@@ -658,8 +681,55 @@ fn commit_loop(shared: &Shared) {
     }
 }
 
+/// Where to read what a call asked for once its frame is on disk (the
+/// index may change after the lock is released; the file may not, below
+/// its end).
+fn plan_reads_after_commit(index: &Index, reads: &[ReadReq]) -> Vec<Option<(u64, usize, usize)>> {
+    reads
+        .iter()
+        .map(|r| {
+            let (data, id_len, payload_len) = index.extent(r.slot, r.gen)?;
+            Some((data, id_len, payload_len.min(r.payload)))
+        })
+        .collect()
+}
+
+/// On a read-only handle: takes back what a change did, if it wrote
+/// anything (`Some`: the change is refused).
+fn refuse_changes(
+    state: &mut State,
+    undo_before: usize,
+    frame_before: usize,
+    handed_before: usize,
+) -> Option<()> {
+    if state.batch.frame.len() == frame_before && state.batch.handed.len() == handed_before {
+        return None;
+    }
+    let undo = state.batch.undo.split_off(undo_before);
+    state.index.undo(undo);
+    state.batch.frame.truncate(frame_before);
+    state.batch.handed.truncate(handed_before);
+    Some(())
+}
+
+/// Reads at planned places on the blocking pool (a read-only handle has
+/// no committer thread to read for it).
+async fn read_off_the_runtime(
+    path: &Path,
+    file: Arc<LogFile>,
+    plan: Vec<Option<(u64, usize, usize)>>,
+) -> Result<Vec<Read>, StoreError> {
+    tokio::task::spawn_blocking(move || read_all(&file, &plan))
+        .await
+        .map_err(|e| StoreError::Failed {
+            path: path.to_owned(),
+            reason: format!("reading the job log panicked: {e}"),
+        })?
+        .map_err(|e| StoreError::io(path, "reading the job log", e))
+}
+
 /// Reads ids and payloads at planned places.
-fn read_all(file: &File, plan: &[Option<(u64, usize, usize)>]) -> io::Result<Vec<Read>> {
+fn read_all(file: &LogFile, plan: &[Option<(u64, usize, usize)>]) -> io::Result<Vec<Read>> {
     plan.iter()
         .map(|place| match *place {
             Some(place) => read_one(file, place),
@@ -670,7 +740,7 @@ fn read_all(file: &File, plan: &[Option<(u64, usize, usize)>]) -> io::Result<Vec
 
 /// Reads one job's id and the first `payload_len` bytes of its payload,
 /// at `data` in `file`.
-fn read_one(file: &File, (data, id_len, payload_len): (u64, usize, usize)) -> io::Result<Read> {
+fn read_one(file: &LogFile, (data, id_len, payload_len): (u64, usize, usize)) -> io::Result<Read> {
     let mut bytes = vec![0; id_len + payload_len];
     file.read_exact_at(&mut bytes, data)?;
     let payload = bytes.split_off(id_len);
@@ -722,6 +792,9 @@ fn plan_reads(state: &State, reads: &[ReadReq]) -> Vec<Place> {
 fn maybe_compact(shared: &Shared) {
     let (end, live, min) = {
         let state = shared.lock();
+        if state.failed.is_some() {
+            return; // a queue that refuses changes writes nothing more
+        }
         let min = state.compact_min.max(state.compact_retry);
         (state.end, state.index.live_bytes(), min)
     };
@@ -741,30 +814,21 @@ fn maybe_compact(shared: &Shared) {
 fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
     let new_path = &shared.path.with_extension("log.compact");
     let io = |doing: &'static str| move |e: io::Error| StoreError::io(new_path, doing, e);
-    let out = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(new_path)
-        .map_err(io("creating the compacted job log"))?;
-    let mut writer = io::BufWriter::with_capacity(COMPACT_FRAME * 2, &out);
-    writer
-        .write_all(&format::file_header())
+    let out = seam::open(new_path, Mode::Truncate).map_err(io("creating the compacted job log"))?;
+    out.write_all_at(&format::file_header(), 0)
         .map_err(io("writing the compacted job log"))?;
     let mut written = format::FILE_HEADER as u64;
     let mut frame: Vec<u8> = Vec::with_capacity(COMPACT_FRAME + 4096);
     // New data offsets, by slot.
     let mut moved: HashMap<u32, u64> = HashMap::new();
-    let flush = |frame: &mut Vec<u8>,
-                 writer: &mut io::BufWriter<&File>,
-                 written: &mut u64|
-     -> io::Result<()> {
+    // One frame per write (no sync until the end: the file is not the log
+    // until it is renamed over it).
+    let flush = |frame: &mut Vec<u8>, written: &mut u64| -> io::Result<()> {
         if frame.is_empty() {
             return Ok(());
         }
-        writer.write_all(&format::frame_header(frame))?;
-        writer.write_all(frame)?;
+        out.write_all_at(&format::frame_header(frame), *written)?;
+        out.write_all_at(frame, *written + FRAME_HEADER as u64)?;
         *written += (FRAME_HEADER + frame.len()) as u64;
         frame.clear();
         Ok(())
@@ -805,8 +869,7 @@ fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
             moved.insert(slot, data);
             Index::rebuild(slot, &view, id, payload, &mut frame);
             if frame.len() >= COMPACT_FRAME {
-                flush(&mut frame, &mut writer, &mut written)
-                    .map_err(io("writing the compacted job log"))?;
+                flush(&mut frame, &mut written).map_err(io("writing the compacted job log"))?;
             }
         }
         match more {
@@ -814,14 +877,10 @@ fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
             None => break,
         }
     }
-    flush(&mut frame, &mut writer, &mut written).map_err(io("writing the compacted job log"))?;
-    writer
-        .flush()
-        .map_err(io("writing the compacted job log"))?;
-    drop(writer);
+    flush(&mut frame, &mut written).map_err(io("writing the compacted job log"))?;
     out.sync_all()
         .map_err(io("syncing the compacted job log"))?;
-    fs::rename(new_path, &shared.path).map_err(io("renaming the compacted job log"))?;
+    seam::rename(new_path, &shared.path).map_err(io("renaming the compacted job log"))?;
     sync_dir(&shared.path)?;
 
     // The new file is the log: move every data offset to it.

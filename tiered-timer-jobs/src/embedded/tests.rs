@@ -17,8 +17,13 @@ pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
     pub(crate) fn new(what: &str) -> TempDir {
+        TempDir::new_in(&std::env::temp_dir(), what)
+    }
+
+    /// A new directory in `parent`.
+    pub(crate) fn new_in(parent: &Path, what: &str) -> TempDir {
         static N: AtomicU64 = AtomicU64::new(0);
-        let path = std::env::temp_dir().join(format!(
+        let path = parent.join(format!(
             "ttr-embedded-{what}-{}-{}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
@@ -618,6 +623,93 @@ async fn compaction_keeps_the_live_jobs_and_shrinks_the_log() {
         log.inspect("r19-90").await.unwrap().1.unwrap().payload,
         payload
     );
+}
+
+/// A read-only handle follows the log a writer in this process owns:
+/// frames appended since its last look, and, once compaction renamed a
+/// new log into place, that new log read from its start (ids and payloads
+/// at their new offsets).
+#[tokio::test]
+async fn a_read_only_handle_follows_appends_and_compaction() {
+    let dir = TempDir::new("follow");
+    let later = now_ms() + 3_600_000;
+    let log = open(&dir).await;
+    log.set_compact_min(32 << 10);
+    let look = ops::open_read_only(dir.path(), "orders").await.unwrap();
+    assert!(look.is_read_only());
+    let follow = |look: &Arc<QueueLog>| {
+        let look = Arc::clone(look);
+        async move {
+            tokio::task::spawn_blocking(move || look.shared.catch_up())
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let payload = vec![3u8; 300];
+    for round in 0..12 {
+        let jobs: Vec<(String, u64)> = (0..50)
+            .map(|i| (format!("r{round}-{i}"), later + i))
+            .collect();
+        let chunk: Vec<(&str, u64, &[u8])> = jobs
+            .iter()
+            .map(|(id, at)| (id.as_str(), *at, payload.as_slice()))
+            .collect();
+        log.schedule_many(false, None, &chunk).await.unwrap();
+        for (id, _) in jobs.iter().filter(|(id, _)| !id.ends_with('0')) {
+            assert!(log.cancel(id).await.unwrap());
+        }
+        follow(&look).await;
+        assert_eq!(look.pending(), log.pending(), "round {round}");
+    }
+    // The committer compacts after a frame, once the log is mostly garbage.
+    let path = log.path().to_owned();
+    let mut len = u64::MAX;
+    for _ in 0..500 {
+        len = std::fs::metadata(&path).unwrap().len();
+        if len < 32 << 10 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(len < 32 << 10, "not compacted: {len} bytes");
+    log.schedule("after", Due::At(later), b"a").await.unwrap();
+    follow(&look).await;
+    assert_eq!(look.pending(), log.pending());
+    let (_, row) = look.inspect("r11-40").await.unwrap();
+    assert_eq!(row.unwrap().payload, payload);
+    let (_, row) = look.inspect("after").await.unwrap();
+    assert_eq!(row.unwrap().payload, b"a");
+    assert!(matches!(
+        look.schedule("no", Due::After(0), b"").await,
+        Err(StoreError::ReadOnly { .. })
+    ));
+}
+
+/// A log whose creation never finished (16 zero bytes, as an older
+/// version could leave after a power cut) is an empty queue to a look, as
+/// to an open, and the look sees the log once it is created.
+#[tokio::test]
+async fn a_read_only_handle_reads_a_log_whose_creation_never_finished_as_empty() {
+    let dir = TempDir::new("follow-unstarted");
+    std::fs::write(dir.path().join("orders.log"), [0u8; 16]).unwrap();
+    let look = ops::open_read_only(dir.path(), "orders").await.unwrap();
+    let catch_up = |look: &Arc<QueueLog>| {
+        let look = Arc::clone(look);
+        async move {
+            tokio::task::spawn_blocking(move || look.shared.catch_up())
+                .await
+                .unwrap()
+        }
+    };
+    catch_up(&look).await.expect("an empty queue, not damage");
+    assert_eq!(look.pending(), 0);
+    let log = open(&dir).await;
+    log.schedule("first", Due::After(60_000), b"f")
+        .await
+        .unwrap();
+    catch_up(&look).await.unwrap();
+    assert_eq!(look.pending(), 1);
 }
 
 /// The crash test's child: opens the store in `TTR_CRASH_CHILD`'s

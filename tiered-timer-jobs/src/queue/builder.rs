@@ -34,6 +34,7 @@ pub struct Builder {
     pub(super) replica_timeout: Duration,
     pub(super) prefetch: usize,
     pub(super) register: bool,
+    pub(super) read_only: bool,
     /// `None`: the count recorded for the queue (1 for a new one).
     pub(super) partitions: Option<u32>,
     pub(super) cluster: bool,
@@ -167,6 +168,47 @@ impl Builder {
         self
     }
 
+    /// Opens the queue to look at it, never to change it (default
+    /// `false`): for tools such as `ttr` and dashboards. `file://` only
+    /// ([`Error::Unsupported`] on Redis).
+    ///
+    /// The handle takes no lock and writes nothing: no directory, lock
+    /// file or log is created (a queue or store that does not exist is
+    /// [`Error::NoSuchQueue`]), and
+    /// the end of the log is left as it is (a torn write is not read, a
+    /// damaged last frame is not read and counts in
+    /// [`Stats::damaged_frames`](crate::Stats::damaged_frames)). So it
+    /// can look at a store that a running service holds. Each look
+    /// (stats, counts, listings, [`Queue::job`], dead letters, lateness)
+    /// first reads what the log gained since the last one; a compacted
+    /// log is read again whole. Leases are not in the log (only claims):
+    /// a job leased by a running service shows as leased, its lease run
+    /// out at its claim, as a restart of that service would find it.
+    ///
+    /// Calls that would change the queue (schedule, `next`, ack, cancel,
+    /// requeue, purge, promote...) fail with [`Error::ReadOnly`], changing
+    /// nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tiered_timer_jobs::Queue;
+    ///
+    /// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+    /// // While the service that owns the store runs.
+    /// let look = Queue::builder("file:///var/lib/shop/jobs", "orders")
+    ///     .read_only(true)
+    ///     .connect()
+    ///     .await?;
+    /// println!("{}", look.stats().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read_only(mut self, read_only: bool) -> Builder {
+        self.read_only = read_only;
+        self
+    }
+
     /// Spreads the queue over `n` hash tags (`{name#0}` .. `{name#n-1}`),
     /// so over the nodes of a Redis Cluster: a job's partition is a hash
     /// of its id modulo `n`. At most 1024. Redis only: other than 1 it is
@@ -268,6 +310,12 @@ impl Builder {
         if self.url.starts_with("file://") {
             return self.connect_embedded().await;
         }
+        if self.read_only {
+            return Err(Error::Unsupported {
+                setting: "read_only",
+                backend: "redis",
+            });
+        }
         self.connect_redis().await
     }
 
@@ -353,7 +401,7 @@ impl Builder {
         }
         local::check_file_name(&self.name)?;
         let dir = local::dir_of(&self.url)?;
-        if !self.register {
+        if !self.register || self.read_only {
             local::check_exists(&dir, &self.name).map_err(|error| match error {
                 Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                     Error::NoSuchQueue {
@@ -363,7 +411,11 @@ impl Builder {
                 error => error,
             })?;
         }
-        let local = local::open(&dir, &self.name).await?;
+        let local = if self.read_only {
+            local::open_read_only(&dir, &self.name).await?
+        } else {
+            local::open(&dir, &self.name).await?
+        };
         Ok(Queue {
             inner: Arc::new(Inner {
                 name: self.name,

@@ -210,6 +210,7 @@ impl Queue {
             replica_timeout: Duration::from_secs(1),
             prefetch: 0,
             register: true,
+            read_only: false,
             partitions: None,
             cluster: false,
         }
@@ -445,7 +446,7 @@ impl Queue {
     pub async fn pending(&self) -> Result<u64, Error> {
         match &self.inner.backend {
             #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => Ok(local.pending()),
+            Backend::Embedded(local) => local.pending().await,
             #[cfg(feature = "redis")]
             Backend::Redis(_) => self.pending_redis().await,
         }
@@ -471,7 +472,7 @@ impl Queue {
     pub async fn leased(&self) -> Result<u64, Error> {
         match &self.inner.backend {
             #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => Ok(local.leased()),
+            Backend::Embedded(local) => local.leased().await,
             #[cfg(feature = "redis")]
             Backend::Redis(_) => self.leased_redis().await,
         }

@@ -198,7 +198,10 @@ impl App {
         let mut builder = Queue::builder(&self.redis.url, name)
             .partitions(partitions)
             .command_timeout(self.redis.timeout)
-            .register(false);
+            .register(false)
+            // An embedded store's pages look without its lock (its service
+            // may run); actions open it for themselves (`queue_to_change`).
+            .read_only(crate::embedded::is_embedded(&self.redis.url));
         if self.redis.cluster {
             builder = builder.cluster();
         }
@@ -207,6 +210,22 @@ impl App {
             .handles
             .insert(name.to_owned(), (partitions, queue.clone()));
         Ok(queue)
+    }
+
+    /// A handle that may change queue `name`: the page's own, or, on an
+    /// embedded store (whose pages look read-only), the store opened as
+    /// its owner would for this action alone (so it needs the store's
+    /// service stopped: `Error::Locked` otherwise).
+    async fn queue_to_change(&self, name: &str) -> Result<Queue, String> {
+        let queue = self.queue(name).await?;
+        if !crate::embedded::is_embedded(&self.redis.url) {
+            return Ok(queue);
+        }
+        Queue::builder(&self.redis.url, name)
+            .register(false)
+            .connect()
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Reads a queue's stats and lateness, and keeps them as a sample if
@@ -512,7 +531,7 @@ async fn action(
         let body = html::confirm_page(&app, &nonce, &name, act, &ids, &back);
         return html(StatusCode::OK, &nonce, body);
     }
-    let queue = match app.queue(&name).await {
+    let queue = match app.queue_to_change(&name).await {
         Ok(q) => q,
         Err(e) => return failed(&e),
     };
