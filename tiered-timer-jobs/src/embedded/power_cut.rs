@@ -473,10 +473,12 @@ async fn record(seed: u64, rounds: usize, fail_sync: Option<u64>) -> (Vec<Op>, T
             let (log, tap, failed) = (Arc::clone(&log), Arc::clone(&tap), Arc::clone(&failed));
             tasks.push(tokio::spawn(async move {
                 tap.note(format!("schedule {id} {due}"));
+                let before = failed.load(std::sync::atomic::Ordering::SeqCst);
                 let result = log.schedule(&id, Due::At(due), id.as_bytes()).await;
                 settle(
                     &tap,
                     &failed,
+                    before,
                     result.map(|(new, _)| new),
                     &format!("scheduled {id}"),
                 );
@@ -500,8 +502,15 @@ async fn record(seed: u64, rounds: usize, fail_sync: Option<u64>) -> (Vec<Op>, T
             .iter()
             .map(|(id, due)| (id.as_str(), *due, id.as_bytes()))
             .collect();
+        let before = failed.load(std::sync::atomic::Ordering::SeqCst);
         let result = log.schedule_many(false, None, &jobs).await;
-        let ok = settle(&tap, &failed, result.map(|(n, _)| n == jobs.len()), "");
+        let ok = settle(
+            &tap,
+            &failed,
+            before,
+            result.map(|(n, _)| n == jobs.len()),
+            "",
+        );
         if ok {
             for (id, _) in &chunk {
                 tap.note(format!("scheduled {id}"));
@@ -513,8 +522,9 @@ async fn record(seed: u64, rounds: usize, fail_sync: Option<u64>) -> (Vec<Op>, T
             let (log, tap, failed) = (Arc::clone(&log), Arc::clone(&tap), Arc::clone(&failed));
             tasks.push(tokio::spawn(async move {
                 tap.note(format!("cancel {id}"));
+                let before = failed.load(std::sync::atomic::Ordering::SeqCst);
                 let result = log.cancel(&id).await;
-                settle(&tap, &failed, result, &format!("cancelled {id}"));
+                settle(&tap, &failed, before, result, &format!("cancelled {id}"));
             }));
         }
         for task in tasks {
@@ -542,8 +552,9 @@ async fn record(seed: u64, rounds: usize, fail_sync: Option<u64>) -> (Vec<Op>, T
                 0 => {}
                 1 | 2 => {
                     tap.note(format!("ack {}", job.id));
+                    let before = failed.load(std::sync::atomic::Ordering::SeqCst);
                     let result = log.ack(&job.id, job.token).await;
-                    settle(&tap, &failed, result, &format!("acked {}", job.id));
+                    settle(&tap, &failed, before, result, &format!("acked {}", job.id));
                 }
                 _ => {
                     tap.note(format!("ack {}", job.id));
@@ -551,8 +562,15 @@ async fn record(seed: u64, rounds: usize, fail_sync: Option<u64>) -> (Vec<Op>, T
                 }
             }
         }
+        let before = failed.load(std::sync::atomic::Ordering::SeqCst);
         let result = log.ack_many(&together).await;
-        if settle(&tap, &failed, result.map(|lost| lost.is_empty()), "") {
+        if settle(
+            &tap,
+            &failed,
+            before,
+            result.map(|lost| lost.is_empty()),
+            "",
+        ) {
             for (id, _) in together {
                 tap.note(format!("acked {id}"));
             }
@@ -567,11 +585,15 @@ async fn record(seed: u64, rounds: usize, fail_sync: Option<u64>) -> (Vec<Op>, T
 }
 
 /// Notes `ok_note` if `result` is `Ok(true)`; returns whether it was. A
-/// failure is only allowed with a failing sync, and after the first one
-/// every change must fail (the queue refuses changes until reopened).
+/// failure is only allowed with a failing sync, and every change made
+/// after one was seen to fail (`before`: `failed` read before the call)
+/// must fail (the queue refuses changes until reopened). A change made
+/// before may still be `Ok` when it is settled after another's failure:
+/// its frame was synced before the failing one.
 fn settle(
     tap: &Tap,
     failed: &std::sync::atomic::AtomicBool,
+    before: bool,
     result: Result<bool, super::error::StoreError>,
     ok_note: &str,
 ) -> bool {
@@ -579,8 +601,8 @@ fn settle(
     match result {
         Ok(done) => {
             assert!(
-                !failed.load(Ordering::SeqCst),
-                "a change returned Ok after a failed fdatasync ({ok_note})"
+                !before,
+                "a change made after a failed fdatasync returned Ok ({ok_note})"
             );
             if done && !ok_note.is_empty() {
                 tap.note(ok_note);
