@@ -251,9 +251,7 @@ async fn a_read_only_handle_creates_nothing() {
             .connect()
             .await
         {
-            Err(Error::Io { source, .. }) => {
-                assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{what}")
-            }
+            Err(Error::NoSuchQueue { queue }) => assert_eq!(queue, "orders", "{what}"),
             other => panic!("{what}: {other:?}"),
         }
     }
