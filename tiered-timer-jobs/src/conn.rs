@@ -31,18 +31,18 @@
 //!   between a replica that redirects and a master that is gone), the call
 //!   is sent again after a short pause, until the command timeout. A
 //!   redirected command did not run, so this is safe for every script.
-//! * With [`replicas(n)`](crate::Builder::replicas), every write script is
-//!   followed by `WAIT n timeout` in the same pipeline: on the same
-//!   connection on a single node, routed to the master of the script's
-//!   slot on a cluster. Read-only scripts (see [`crate::scripts`]) are not.
+//! * With [`replicas(n)`](crate::Builder::replicas), writes are followed by
+//!   `WAIT n timeout` on connections of their own, one call at a time each
+//!   (see [`crate::replication`]): a `WAIT` blocks its connection in Redis,
+//!   and nothing else waits behind it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::{
     AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, FromRedisValue,
@@ -51,6 +51,7 @@ use redis::{
 use tokio::time::Instant;
 
 use crate::error::Error;
+use crate::replication::{Durability, Replication};
 
 /// The timing and durability settings every connection of a queue obeys.
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +88,10 @@ pub(crate) struct Single {
     connecting: tokio::sync::Mutex<()>,
     /// When a reply last arrived (see [`Clock`]).
     last_reply: Clock,
+    /// Writes that wait for replicas (`None` without
+    /// [`replicas`](crate::Builder::replicas), and on the connections of
+    /// [`Replication`] itself).
+    replication: Option<Arc<Replication>>,
 }
 
 /// A Redis Cluster, through redis-rs' cluster connection, and what is
@@ -99,6 +104,9 @@ pub(crate) struct Cluster {
     /// node's for the waker's connections.
     seed: ConnectionInfo,
     limits: Limits,
+    /// Writes that wait for replicas (`None` without
+    /// [`replicas`](crate::Builder::replicas)).
+    replication: Option<Arc<Replication>>,
     /// When the cluster connection last answered anything (a reply or an
     /// error reply).
     last_reply: Clock,
@@ -204,10 +212,13 @@ impl Conn {
                     reason: e.to_string(),
                 })?;
             let conn = with_timeout(limits.command_timeout, client.get_async_connection()).await?;
+            let replication =
+                (limits.replicas > 0).then(|| Arc::new(Replication::cluster(limits, info.clone())));
             let cluster = Arc::new(Cluster {
                 conn: Arc::new(Mutex::new(conn)),
                 seed: info,
                 limits,
+                replication,
                 last_reply: Clock::new(),
                 known: Arc::new(Mutex::new(Vec::new())),
                 replacing: Arc::new(AtomicBool::new(false)),
@@ -220,7 +231,9 @@ impl Conn {
             let client = redis::Client::open(info).map_err(|e| Error::InvalidUrl {
                 reason: e.to_string(),
             })?;
-            let single = Arc::new(Single::new(client, limits));
+            let replication = (limits.replicas > 0)
+                .then(|| Arc::new(Replication::single(limits, client.clone())));
+            let single = Arc::new(Single::new(client, limits, replication));
             single.call(|_conn| async { Ok(()) }).await?;
             Ok(Conn::Single(single))
         }
@@ -239,102 +252,46 @@ impl Conn {
     }
 
     /// Runs a script on `keys` (the first decides the cluster slot),
-    /// followed by `WAIT` if `write` and the queue asks for replicas.
+    /// followed by `WAIT` as its `durability` and the queue's
+    /// [`replicas`](crate::Builder::replicas) ask (see
+    /// [`crate::replication`]).
     ///
     /// # Errors
     ///
-    /// As any call; [`Error::NotReplicated`] if `WAIT` counted fewer
-    /// replicas than asked (the script ran on the master: see there).
+    /// As any call; [`Error::NotReplicated`] if a
+    /// [`Durability::Required`] write reached fewer replicas than asked
+    /// (the script ran on the master: see there).
     pub(crate) async fn eval<T: FromRedisValue>(
         &self,
         script: &Script,
         keys: &[String],
         args: Vec<Vec<u8>>,
-        write: bool,
+        durability: Durability,
     ) -> Result<T, Error> {
-        let (value, replicated) = self.eval_replicated(script, keys, args, write).await?;
+        let (value, replicated) = self.eval_replicated(script, keys, args, durability).await?;
         replicated?;
         Ok(value)
     }
 
     /// As [`eval`](Conn::eval), but a write that reached too few replicas
-    /// still returns the script's reply, with the `WAIT` verdict beside
-    /// it: a claim must hand back what it claimed.
+    /// still returns the script's reply, with the verdict beside it: an
+    /// ack made with a claim must hand back what it claimed. The verdict
+    /// is an error only for a [`Durability::Required`] write.
     pub(crate) async fn eval_replicated<T: FromRedisValue>(
         &self,
         script: &Script,
         keys: &[String],
         args: Vec<Vec<u8>>,
-        write: bool,
+        durability: Durability,
     ) -> Result<(T, Result<(), Error>), Error> {
-        let limits = self.limits();
-        let wait = write && limits.replicas > 0;
-        if !wait {
-            return Ok((self.eval_plain(script, keys, &args).await?, Ok(())));
-        }
-        // EVALSHA and WAIT back to back, as one pipeline on one connection.
-        let mut evalsha = redis::cmd("EVALSHA");
-        evalsha.arg(script.get_hash()).arg(keys.len()).arg(keys);
-        for a in &args {
-            evalsha.arg(a.as_slice());
-        }
-        let mut wait_cmd = redis::cmd("WAIT");
-        wait_cmd
-            .arg(limits.replicas)
-            .arg(limits.replica_timeout.as_millis() as u64);
-        let mut pipe = redis::pipe();
-        pipe.add_command(evalsha).add_command(wait_cmd);
-        let values = match self {
-            Conn::Single(single) => {
-                single
-                    .call(|mut conn| async move {
-                        let mut values = conn.req_packed_commands(&pipe, 0, 2).await?;
-                        if is_noscript(&values) {
-                            script.prepare_invoke().load_async(&mut conn).await?;
-                            values = conn.req_packed_commands(&pipe, 0, 2).await?;
-                        }
-                        Ok(values)
-                    })
-                    .await?
+        match self.replication() {
+            Some(replication) if durability != Durability::Read => {
+                replication
+                    .write(self, script, keys, args, durability)
+                    .await
             }
-            Conn::Cluster(cluster) => {
-                let route = SingleNodeRoutingInfo::SpecificNode(Route::with_key(
-                    &keys[0],
-                    SlotAddr::Master,
-                ));
-                cluster
-                    .call(|mut conn| {
-                        let (pipe, route) = (&pipe, &route);
-                        async move {
-                            let mut values = conn
-                                .route_pipeline(pipe.clone(), 0, 2, route.clone())
-                                .await?;
-                            if is_noscript(&values) {
-                                script.prepare_invoke().load_async(&mut conn).await?;
-                                values = conn
-                                    .route_pipeline(pipe.clone(), 0, 2, route.clone())
-                                    .await?;
-                            }
-                            Ok(values)
-                        }
-                    })
-                    .await?
-            }
-        };
-        let mut values = values.into_iter();
-        let value: T = from_value(values.next())?;
-        let acked: i64 = from_value(values.next())?;
-        let acked = u32::try_from(acked).unwrap_or(0);
-        let replicated = if acked >= limits.replicas {
-            Ok(())
-        } else {
-            Err(Error::NotReplicated {
-                replicas: acked,
-                wanted: limits.replicas,
-                within: limits.replica_timeout,
-            })
-        };
-        Ok((value, replicated))
+            _ => Ok((self.eval_plain(script, keys, &args).await?, Ok(()))),
+        }
     }
 
     /// Runs a script on the command connection, without `WAIT`.
@@ -366,6 +323,31 @@ impl Conn {
         }
     }
 
+    /// The writes that wait for replicas, if the queue asks for any.
+    fn replication(&self) -> Option<&Arc<Replication>> {
+        match self {
+            Conn::Single(single) => single.replication.as_ref(),
+            Conn::Cluster(cluster) => cluster.replication.as_ref(),
+        }
+    }
+
+    /// Which master serves each slot, by `CLUSTER SLOTS` (`None` on a
+    /// single Redis).
+    pub(crate) async fn slot_ranges(&self) -> Option<Result<Vec<SlotRange>, Error>> {
+        match self {
+            Conn::Single(_) => None,
+            Conn::Cluster(cluster) => Some(cluster.slot_ranges().await),
+        }
+    }
+
+    /// Remembers the masters of a slot map read elsewhere (see
+    /// [`Cluster::known`]).
+    pub(crate) fn learn_masters(&self, slots: &[SlotRange]) {
+        if let Conn::Cluster(cluster) = self {
+            cluster.learn_masters(slots);
+        }
+    }
+
     /// Runs one plain command within the command timeout.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, Error> {
         match self {
@@ -386,7 +368,11 @@ impl Conn {
 impl Single {
     /// A single Redis reached through `client`, not connected yet: the
     /// first call connects.
-    pub(crate) fn new(client: redis::Client, limits: Limits) -> Single {
+    pub(crate) fn new(
+        client: redis::Client,
+        limits: Limits,
+        replication: Option<Arc<Replication>>,
+    ) -> Single {
         Single {
             client,
             config: async_config(&limits),
@@ -395,6 +381,7 @@ impl Single {
             generation: AtomicU64::new(0),
             connecting: tokio::sync::Mutex::new(()),
             last_reply: Clock::new(),
+            replication,
         }
     }
 

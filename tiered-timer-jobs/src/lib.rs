@@ -245,6 +245,8 @@ mod lateness;
 mod metrics;
 mod queue;
 #[cfg(feature = "redis")]
+mod replication;
+#[cfg(feature = "redis")]
 mod scripts;
 #[cfg(feature = "redis")]
 mod wake;
