@@ -105,9 +105,9 @@ impl Builder {
     /// redelivery or a delay. So a master left with fewer than `n`
     /// replicas (a promoted replica has none until another joins) goes on
     /// delivering; its schedules and acks are done on it and fail with
-    /// `NotReplicated`, at once once it is known to be short (it is asked
-    /// how many replicas it has online: when first written to, after a
-    /// `WAIT` that counted too few, and every second while short).
+    /// `NotReplicated`, without waiting when it is known to be short (it
+    /// is asked how many replicas it has online: when first written to,
+    /// after a `WAIT` that counted too few, and every second while short).
     ///
     /// Costs one more command and one replication round trip per write,
     /// on connections of the queue handle's own (up to 8 per master, one
