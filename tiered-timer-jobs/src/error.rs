@@ -119,19 +119,23 @@ pub enum Error {
         /// The name asked for.
         queue: String,
     },
-    /// A write ran on the master but `WAIT` counted fewer replicas than
-    /// [`Builder::replicas`](crate::Builder::replicas) asks for within the
-    /// replica timeout. The write is done as far as the master is
-    /// concerned; a failover before it reaches a replica may lose it (a
-    /// schedule may vanish, an ack may come back as a redelivery). A
-    /// claim that was not replicated is handed back at once, not
-    /// delivered.
+    /// A write the caller is promised (a schedule, an ack, a retry, a
+    /// cancel...) ran on the master, but fewer replicas than
+    /// [`Builder::replicas`](crate::Builder::replicas) asks for have it:
+    /// `WAIT` counted fewer within the replica timeout, or the master was
+    /// known to have fewer online and the write did not wait (`within`
+    /// zero). The write is done as far as the master is concerned; a
+    /// failover before it reaches a replica may lose it (a schedule may
+    /// vanish, an ack may come back as a redelivery). Only that call says
+    /// so: claims go on without replicas (a lost claim only means a
+    /// redelivery), so the queue keeps delivering.
     NotReplicated {
-        /// How many replicas acknowledged the write.
+        /// How many replicas acknowledged the write (or were online).
         replicas: u32,
         /// How many were asked for.
         wanted: u32,
-        /// How long `WAIT` waited.
+        /// How long `WAIT` waited (zero: the master was known to be
+        /// short of replicas, and the write did not wait).
         within: Duration,
     },
     /// A setting that only one backend has was given for the other (for
@@ -245,6 +249,15 @@ impl fmt::Display for Error {
                 f,
                 "no queue named {queue} exists (a handle built with register(false) opens only \
                  an existing queue)"
+            ),
+            Error::NotReplicated {
+                replicas,
+                wanted,
+                within,
+            } if within.is_zero() => write!(
+                f,
+                "the master has {replicas} of {wanted} replica(s) online: \
+                 the write is on the master, but a failover may lose it"
             ),
             Error::NotReplicated {
                 replicas,

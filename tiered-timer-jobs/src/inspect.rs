@@ -47,10 +47,10 @@ const MAX_PARTITIONED_END: usize = 10_000;
 const BATCH: usize = 500;
 
 #[cfg(feature = "redis")]
-static INSPECT_JOB: LazyLock<Script> =
+pub(crate) static INSPECT_JOB: LazyLock<Script> =
     LazyLock::new(|| scripts::script(&[include_str!("lua/inspect_job.lua")]));
 #[cfg(feature = "redis")]
-static LIST_JOBS: LazyLock<Script> =
+pub(crate) static LIST_JOBS: LazyLock<Script> =
     LazyLock::new(|| scripts::script(&[include_str!("lua/list_jobs.lua")]));
 #[cfg(feature = "redis")]
 static PROMOTE: LazyLock<Script> =

@@ -385,7 +385,9 @@ impl Job {
     ///
     /// # Errors
     ///
-    /// As [`ack`](Job::ack) (nothing is claimed if the ack fails), then as
+    /// As [`ack`](Job::ack) (nothing is claimed if the ack fails; after
+    /// [`Error::NotReplicated`] the jobs claimed with the ack go to the
+    /// next [`Queue::next`](crate::Queue::next) calls), then as
     /// [`Queue::next`](crate::Queue::next).
     ///
     /// # Examples
@@ -450,11 +452,11 @@ impl Job {
         }
         tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
         if let Err(error) = outcome.replicated {
-            // The ack and the claim ran on the master only: the claimed
-            // jobs are handed back by dropping them after their release.
-            for claimed in outcome.jobs {
-                let _ = Job::from_claimed(&self.inner, claimed).release().await;
-            }
+            // The ack reached too few replicas (it is done on the master):
+            // the caller hears so. The jobs claimed with it are claimed
+            // all the same (a claim is best effort): they go to the next
+            // `next` calls.
+            self.inner.redis().wake.absorb(outcome.jobs);
             return Err(error);
         }
         let mut jobs = outcome.jobs.into_iter();

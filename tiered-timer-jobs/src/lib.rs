@@ -262,6 +262,8 @@ mod metrics;
 mod queue;
 mod repair;
 #[cfg(feature = "redis")]
+mod replication;
+#[cfg(feature = "redis")]
 mod scripts;
 #[cfg(feature = "redis")]
 mod wake;

@@ -37,6 +37,8 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+use crate::replication::Durability;
+
 /// Reads Redis' `TIME` (`now_us`, `now`): first in every script that
 /// needs the clock.
 const TIME: &str = include_str!("lua/time.lua");
@@ -163,9 +165,58 @@ pub(crate) static RELEASE_SCRIPT: LazyLock<Script> =
 pub(crate) static RECORD_PARTITIONS_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/record_partitions.lua")));
 
-/// Whether `script` only reads (no `WAIT` after it, even with replicas).
-pub(crate) fn is_read_only(script: &Script) -> bool {
-    [&*STATS_SCRIPT, &*DEAD_LIST_SCRIPT]
-        .iter()
-        .any(|read| read.get_hash() == script.get_hash())
+/// How much `script`'s writes must survive a failover (see
+/// [`crate::replication`]): reads need no `WAIT`; claims, lease renewals
+/// and releases only cost a redelivery or a delay if lost; every other
+/// write was promised to its caller.
+pub(crate) fn durability(script: &Script) -> Durability {
+    let is = |list: &[&Script]| list.iter().any(|s| s.get_hash() == script.get_hash());
+    if is(&[
+        &STATS_SCRIPT,
+        &DEAD_LIST_SCRIPT,
+        &crate::inspect::INSPECT_JOB,
+        &crate::inspect::LIST_JOBS,
+    ]) {
+        Durability::Read
+    } else if is(&[&CLAIM_SCRIPT, &EXTEND_SCRIPT, &RELEASE_SCRIPT]) {
+        Durability::BestEffort
+    } else {
+        Durability::Required
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_never_wait_and_only_claims_renewals_and_releases_are_best_effort() {
+        for read in [
+            &*STATS_SCRIPT,
+            &*DEAD_LIST_SCRIPT,
+            &*crate::inspect::INSPECT_JOB,
+            &*crate::inspect::LIST_JOBS,
+        ] {
+            assert_eq!(durability(read), Durability::Read);
+        }
+        for best_effort in [&*CLAIM_SCRIPT, &*EXTEND_SCRIPT, &*RELEASE_SCRIPT] {
+            assert_eq!(durability(best_effort), Durability::BestEffort);
+        }
+        // What a caller is promised.
+        for required in [
+            &*SCHEDULE_SCRIPT,
+            &*SCHEDULE_MANY_SCRIPT,
+            &*ACK_SCRIPT,
+            &*ACK_MANY_SCRIPT,
+            &*RETRY_SCRIPT,
+            &*FAIL_SCRIPT,
+            &*CANCEL_SCRIPT,
+            &*REQUEUE_SCRIPT,
+            &*REQUEUE_ALL_SCRIPT,
+            &*PURGE_SCRIPT,
+            &*PURGE_ALL_SCRIPT,
+        ] {
+            assert_eq!(durability(required), Durability::Required);
+        }
+    }
 }

@@ -93,17 +93,29 @@ impl Builder {
         self
     }
 
-    /// Waits after every write (schedule, claim, ack, retry, release,
-    /// extend, cancel, the operator's changes) until it reached `n`
-    /// replicas (`WAIT n`, on the same connection), and fails with
+    /// Waits after every write the caller is promised (a schedule, an ack,
+    /// a retry or failure, a cancel, the operator's changes) until it
+    /// reached `n` replicas (`WAIT n`), and fails that call with
     /// [`Error::NotReplicated`] if fewer acknowledged it within the
     /// [replica timeout](Builder::replica_timeout). Default 0: no
     /// waiting, and a failover may lose writes acknowledged by the master
     /// shortly before it (Redis replicates asynchronously).
     ///
-    /// Costs one more command and one replication round trip per write.
     /// With `n` at least 1 and one replica per master, a write that
     /// returned `Ok` survives the failover of its master to that replica.
+    /// Claims, lease renewals and releases wait too while the replicas keep
+    /// up (so that a failover does not hand a job a worker holds to
+    /// another), but never fail for want of them: losing one only means a
+    /// redelivery or a delay. So a master left with fewer than `n`
+    /// replicas (a promoted replica has none until another joins) goes on
+    /// delivering; its schedules and acks are done on it and fail with
+    /// `NotReplicated`, without waiting when it is known to be short (it
+    /// is asked how many replicas it has online: when first written to,
+    /// after a `WAIT` that counted too few, and every second while short).
+    ///
+    /// Costs one more command and one replication round trip per write,
+    /// on connections of the queue handle's own (up to 8 per master, one
+    /// write at a time each: a `WAIT` blocks its connection in Redis).
     /// Redis only: above 0 it is [`Error::Unsupported`] on a `file://`
     /// store (whose writes are on its disk before they return).
     pub fn replicas(mut self, n: u32) -> Builder {
@@ -112,7 +124,9 @@ impl Builder {
     }
 
     /// How long a write waits for its [replicas](Builder::replicas).
-    /// Default 1 s.
+    /// Default 1 s. Keep it below the
+    /// [command timeout](Builder::command_timeout): a write whose `WAIT`
+    /// outlasts that is [`Error::Timeout`], not `NotReplicated`.
     pub fn replica_timeout(mut self, timeout: Duration) -> Builder {
         self.replica_timeout = timeout;
         self

@@ -617,9 +617,10 @@ impl Queue {
     /// once for a call that was waiting. [`Error::Timeout`] or
     /// [`Error::Redis`] when a claim cannot reach Redis or no wake-up
     /// connection can be opened; call again to go on waiting (the queue
-    /// reconnects by itself). [`Error::NotReplicated`] with
-    /// [`replicas`](Builder::replicas), for a claim that did not reach
-    /// them (the job was handed back).
+    /// reconnects by itself). Never [`Error::NotReplicated`]: with
+    /// [`replicas`](Builder::replicas), a claim goes on when fewer
+    /// replicas are left (a claim lost in a failover only means a
+    /// redelivery).
     ///
     /// # Examples
     ///

@@ -3,6 +3,7 @@
 //! The embedded store's counterparts are in `src/embedded/queue.rs`.
 
 use super::*;
+use crate::replication::Durability;
 
 impl Queue {
     /// One queue handle's, one partition's acks on Redis: the ids refused.
@@ -102,7 +103,8 @@ impl Inner {
     }
 
     /// Runs a script on a partition's keys, within the command timeout;
-    /// a write is followed by `WAIT` if the queue asks for replicas.
+    /// a write is followed by `WAIT` if the queue asks for replicas, as
+    /// the script's [durability](scripts::durability) says.
     #[cfg(feature = "redis")]
     pub(crate) async fn eval<T: FromRedisValue>(
         &self,
@@ -110,10 +112,9 @@ impl Inner {
         keys: &Keys,
         args: Vec<Vec<u8>>,
     ) -> Result<T, Error> {
-        let write = !scripts::is_read_only(script);
         self.redis()
             .conn
-            .eval(script, &keys.ordered, args, write)
+            .eval(script, &keys.ordered, args, scripts::durability(script))
             .await
     }
 
@@ -146,7 +147,7 @@ pub(super) async fn resolve_partitions(
                 &scripts::RECORD_PARTITIONS_SCRIPT,
                 &[QUEUES.to_owned()],
                 vec![arg(name), arg(&count.to_string())],
-                false,
+                Durability::Read,
             )
             .await?;
         Some(recorded)

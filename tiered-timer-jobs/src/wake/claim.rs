@@ -14,6 +14,7 @@ use super::{Baton, Claimed, Event, Kind, Offset, Setup, Shared, KEEP_HORIZON};
 use crate::error::Error;
 use crate::job::JobId;
 use crate::queue::{arg, millis_up, parse};
+use crate::replication::Durability;
 use crate::scripts;
 
 /// Which baton a claim is made with.
@@ -64,7 +65,9 @@ pub(crate) struct Outcome {
     pub(crate) next: Option<u64>,
     pub(crate) buried: Vec<String>,
     pub(crate) jobs: Vec<Claimed>,
-    /// The claim ran, but fewer replicas than asked for acknowledged it.
+    /// The claim ran, but the ack made with it reached fewer replicas
+    /// than asked for (a claim without an ack is never an error for want
+    /// of replicas: see [`crate::replication`]).
     pub(crate) replicated: Result<(), Error>,
 }
 
@@ -136,7 +139,7 @@ impl Shared {
                 &scripts::ACK_SCRIPT,
                 &keys.ordered,
                 vec![arg(id.as_str()), arg(token)],
-                true,
+                Durability::Required,
             )
             .await?;
         Ok((done == 1, replicated))
@@ -417,9 +420,15 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
         ack_id,
         ack_token,
     ];
+    // A claim is best effort (its loss in a failover only means a
+    // redelivery); an ack made with it was promised to its caller.
+    let durability = match request.ack {
+        Some(_) => Durability::Required,
+        None => Durability::BestEffort,
+    };
     let (reply, replicated): (Vec<Value>, _) = setup
         .conn
-        .eval_replicated(&scripts::CLAIM_SCRIPT, &keys.ordered, args, true)
+        .eval_replicated(&scripts::CLAIM_SCRIPT, &keys.ordered, args, durability)
         .await?;
     let mut fields = reply.into_iter();
     let now_ms: i64 = parse(fields.next())?;

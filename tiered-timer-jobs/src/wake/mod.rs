@@ -505,13 +505,8 @@ impl Shared {
                 ack: None,
                 reserved: 0,
             };
+            // (No ack, so no verdict on replicas: see `Outcome`.)
             let outcome = self.claim_for_caller(request).await?;
-            if let Err(error) = outcome.replicated {
-                for job in &outcome.jobs {
-                    let _ = self.release(job).await;
-                }
-                return Err(error);
-            }
             if !outcome.jobs.is_empty() {
                 let mut jobs = outcome.jobs;
                 let rest = jobs.split_off(max.min(jobs.len()));
@@ -622,7 +617,7 @@ impl Shared {
                 &scripts::RELEASE_SCRIPT,
                 &keys.ordered,
                 vec![arg(job.id.as_str()), arg(&job.token)],
-                true,
+                scripts::durability(&scripts::RELEASE_SCRIPT),
             )
             .await?;
         Ok(done == 1)

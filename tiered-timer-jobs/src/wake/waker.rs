@@ -651,23 +651,16 @@ impl Waker {
             }
         };
         self.shared.note(&request, sent, received, &mut outcome);
-        let mut jobs: VecDeque<Claimed> = outcome.jobs.into();
-        let mut state = self.shared.lock();
+        let jobs: VecDeque<Claimed> = outcome.jobs.into();
         if let Err(error) = outcome.replicated {
-            // Not on a replica: a failover could hand these jobs to
-            // another worker while ours works on them. Hand them back.
-            for job in jobs.drain(..) {
-                let shared = Arc::clone(&self.shared);
-                tokio::spawn(async move {
-                    let _ = shared.release(&job).await;
-                });
-            }
-            if request.reserved > 0 {
-                if let Some(waiter) = state.waiters.pop_front() {
-                    let _ = waiter.tx.send(Err(error));
-                }
+            // The ack of a caller that is gone reached too few replicas:
+            // nobody is left to tell but the log. The jobs claimed with
+            // it are claimed all the same: they go to the waiters.
+            if let Some((id, _)) = &request.ack {
+                tracing::warn!(queue = %self.shared.setup.name, job = %id, %error, "an ack made with a claim did not reach the replicas (its caller is gone)");
             }
         }
+        let mut state = self.shared.lock();
         let left = state.serve(jobs);
         let now = Instant::now();
         state.buffer.extend(left.into_iter().map(|job| (job, now)));
