@@ -4,9 +4,10 @@
 //!
 //! It checks what an operator relies on: the overview's counts are the
 //! queue's, partitions open on click, a hostile job id and error show as
-//! text (no script runs), actions are refused without the token, without
-//! the CSRF token and from another origin, and requeueing a dead letter
-//! after logging in moves it back. It also takes a screenshot of the
+//! text (no script runs) in the listing and on the job's own page, actions
+//! show disabled before a login and are refused without the token,
+//! without the CSRF token and from another origin, and requeueing a dead
+//! letter after logging in moves it back. It also takes a screenshot of the
 //! overview (`$CARGO_TARGET_TMPDIR/overview.png`, or `$TTR_SCREENSHOT`).
 //!
 //! Without chromium and chromedriver the test fails, saying how to install
@@ -308,7 +309,7 @@ async fn the_dashboard_in_a_real_browser() {
 
     // A hostile id and error are text: shown as written, never run.
     client
-        .goto(&format!("{base}/queue/orders?tab=dead"))
+        .goto(&format!("{base}/queues/orders?tab=dead"))
         .await
         .unwrap();
     let row = format!(r#"tr[data-id="{HOSTILE}"]"#);
@@ -319,13 +320,48 @@ async fn the_dashboard_in_a_real_browser() {
         let code = script.html(true).await.unwrap();
         assert!(!code.contains("alert(1)"), "a script element holds {code}");
     }
-    // Not logged in: no action buttons, a pointer to the login.
-    assert!(client
-        .find_all(Locator::Css("#bulk-requeue"))
+    // Not logged in: the actions show disabled, with a pointer to the
+    // login.
+    let bulk = wait_for(&client, "#bulk-requeue").await;
+    assert!(!bulk.is_enabled().await.unwrap(), "disabled before a login");
+    assert_eq!(
+        bulk.attr("title").await.unwrap().as_deref(),
+        Some("Log in to act")
+    );
+    assert!(text(&client, "#log-in").await.contains("Log in"));
+
+    // The hostile job's own page: its id readable in the address (encoded
+    // only where it must be), shown as text in the page and the
+    // breadcrumb, with its error, payload and attempts.
+    client
+        .find(Locator::Css(&format!("{row} td.id a")))
         .await
         .unwrap()
-        .is_empty());
-    assert!(text(&client, "#log-in").await.contains("Log in"));
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text(&client, "h1").await, HOSTILE);
+    assert!(
+        client
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("/queues/orders/jobs/%3Cscript%3Ealert(1)%3C%2Fscript%3E"),
+        "the job's address"
+    );
+    assert_eq!(text(&client, r#"[aria-current="page"]"#).await, HOSTILE);
+    assert_eq!(text(&client, r#"td[data-k="state"]"#).await, "dead");
+    assert_eq!(text(&client, r#"td[data-k="error"]"#).await, HOSTILE);
+    assert_eq!(text(&client, "#payload").await, "<b>payload</b>");
+    assert!(text(&client, "#attempts").await.contains("died"));
+    assert!(client.get_alert_text().await.is_err(), "no alert is open");
+    let requeue_job = wait_for(&client, r#"#job-actions button[data-action="requeue"]"#).await;
+    assert!(!requeue_job.is_enabled().await.unwrap());
+    client
+        .goto(&format!("{base}/queues/orders?tab=dead"))
+        .await
+        .unwrap();
     let csrf = client
         .find(Locator::Css(r#"input[name="csrf"]"#))
         .await
@@ -337,7 +373,7 @@ async fn the_dashboard_in_a_real_browser() {
 
     // Refused: no token; the token without the CSRF token; the token and
     // the CSRF token from another origin. Nothing changes.
-    let path = "POST /queue/orders/action HTTP/1.1";
+    let path = "POST /queues/orders/action HTTP/1.1";
     let requeue = |csrf: &str| {
         form(&[
             ("csrf", csrf),
@@ -391,7 +427,7 @@ async fn the_dashboard_in_a_real_browser() {
         .unwrap();
     assert_eq!(text(&client, "header .who > span").await, "signed in");
     client
-        .goto(&format!("{base}/queue/orders?tab=dead"))
+        .goto(&format!("{base}/queues/orders?tab=dead"))
         .await
         .unwrap();
     client
@@ -437,7 +473,7 @@ async fn the_dashboard_in_a_real_browser() {
         .unwrap()
         .is_empty());
     client
-        .goto(&format!("{base}/queue/orders?tab=waiting"))
+        .goto(&format!("{base}/queues/orders?tab=waiting"))
         .await
         .unwrap();
     assert_eq!(text(&client, &format!("{row} td.id")).await, HOSTILE);
