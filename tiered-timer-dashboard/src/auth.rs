@@ -199,10 +199,7 @@ pub(crate) async fn login(
         cookie_path(&visit.mount),
         if secure { "; Secure" } else { "" }
     );
-    with_cookie(
-        redirect(StatusCode::SEE_OTHER, &format!("{}/", visit.mount)),
-        &cookie,
-    )
+    with_cookie(redirect(StatusCode::SEE_OTHER, &visit.root_url()), &cookie)
 }
 
 /// `POST /logout`: forgets the session cookie.
@@ -214,10 +211,7 @@ pub(crate) async fn logout(State(app): State<Shared>, visit: Visit, request: Par
         "{SESSION}=; HttpOnly; SameSite=Strict; Path={}; Max-Age=0",
         cookie_path(&visit.mount)
     );
-    with_cookie(
-        redirect(StatusCode::SEE_OTHER, &format!("{}/", visit.mount)),
-        &cookie,
-    )
+    with_cookie(redirect(StatusCode::SEE_OTHER, &visit.root_url()), &cookie)
 }
 
 /// The session cookie's path: the mount point, so that it goes to the

@@ -57,9 +57,14 @@ pub(crate) fn segment(s: &str) -> String {
 }
 
 impl Visit {
-    /// The overview.
+    /// The overview: the mount point itself (axum's `nest("/ops", ..)`
+    /// serves `/ops`, not `/ops/`), or `/` at the root.
     pub(crate) fn root_url(&self) -> String {
-        format!("{}/", self.mount)
+        if self.mount.is_empty() {
+            "/".to_owned()
+        } else {
+            self.mount.clone()
+        }
     }
 
     /// A queue's page.

@@ -109,7 +109,7 @@ pub(crate) fn button(visit: &Visit, action: Action, field: Field<'_>, label: &st
     html! {
         @match visit.can {
             Can::Look => {},
-            can => button.danger[action.is_destructive()] id=[field.id] name=(field.name)
+            can => button class=[action.is_destructive().then_some("danger")] id=[field.id] name=(field.name)
                 value=(field.value) data-action=(action.as_str()) disabled[can != Can::Act]
                 title=[(can != Can::Act).then_some("Log in to act")] { (label) },
         }
