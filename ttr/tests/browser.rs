@@ -15,48 +15,21 @@
 
 #[path = "../../tiered-timer-jobs/tests/support/mod.rs"]
 mod support;
+// The browser's helpers, shared with the dashboard crate's browser test.
+#[path = "../../tiered-timer-dashboard/tests/support/browser.rs"]
+mod browser_support;
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
 
-use fantoccini::{Client, ClientBuilder, Locator};
-use serde_json::json;
+use browser_support::{browser, chromedriver, text, wait_for, Running};
+use fantoccini::Locator;
 use support::RedisServer;
 use tiered_timer_jobs::{JobId, JobState, Queue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const HOSTILE: &str = "<script>alert(1)</script>";
-
-/// A child process killed on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for_port(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not start on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// `ttr serve` on a free port; returns it and its address.
 fn serve(url: &str) -> (Running, String) {
@@ -88,52 +61,6 @@ fn serve(url: &str) -> (Running, String) {
     (Running(child), address)
 }
 
-fn chromedriver() -> (Running, u16) {
-    let port = free_port();
-    let child = match Command::new("chromedriver")
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(e) => panic!(
-            "chromedriver could not be started ({e}): this test drives a real browser. \
-             Install it with `apt-get install -y chromium chromium-driver`."
-        ),
-    };
-    let running = Running(child);
-    wait_for_port(port, "chromedriver");
-    (running, port)
-}
-
-async fn browser(driver_port: u16, profile: &std::path::Path) -> Client {
-    let binary = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .expect("chromium is not installed: `apt-get install -y chromium chromium-driver`");
-    let mut caps = serde_json::Map::new();
-    caps.insert("browserName".into(), json!("chrome"));
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": binary,
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu",
-                "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                "--window-size=1280,960",
-                format!("--user-data-dir={}", profile.display()),
-            ],
-        }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{driver_port}"))
-        .await
-        .expect("a WebDriver session in chromium")
-}
-
 /// A plain HTTP request to the dashboard: the status and body.
 async fn request(address: &str, head: &str, body: &str) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
@@ -155,21 +82,6 @@ async fn request(address: &str, head: &str, body: &str) -> (u16, String) {
         .map_or("", |(_, b)| b)
         .to_owned();
     (status, body)
-}
-
-/// The element `css` once it is there (a click's navigation may still
-/// be under way), within 10 s.
-async fn wait_for(client: &Client, css: &str) -> fantoccini::elements::Element {
-    client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"))
-}
-
-async fn text(client: &Client, css: &str) -> String {
-    wait_for(client, css).await.text().await.unwrap()
 }
 
 fn form(pairs: &[(&str, &str)]) -> String {
