@@ -224,3 +224,8 @@ impl Dashboard {
             .with_state(Arc::clone(&self.app))
     }
 }
+
+/// The README's examples, compiled as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
