@@ -368,6 +368,8 @@ impl App {
 /// Samples every queue every `every`, while the dashboard lives.
 async fn sample(app: Weak<App>, every: Duration) {
     let mut ticks = tokio::time::interval(every);
+    // A slow store delays the next round rather than bunching rounds up.
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         let Some(app) = app.upgrade() else {

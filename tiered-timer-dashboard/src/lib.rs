@@ -1,5 +1,5 @@
 //! The dashboard of [`tiered-timer-jobs`](tiered_timer_jobs) queues as an
-//! [axum](axum) [`Router`]: mount it in your service next to your own
+//! [axum] [`Router`]: mount it in your service next to your own
 //! routes, over the [`Queue`](tiered_timer_jobs::Queue) handles the service already holds, the way
 //! Sidekiq's web UI is mounted in a Rails app, Oban Web in a Phoenix router
 //! or Bull Board in an Express app. `ttr serve` is this router in a binary
@@ -77,7 +77,7 @@
 //!
 //! # Safety of the pages
 //!
-//! Every page, form and chart comes from [maud](maud) templates, which
+//! Every page, form and chart comes from [maud] templates, which
 //! escape every value they are given; the only unescaped text is this
 //! crate's own style sheet and script. Responses carry a
 //! Content-Security-Policy that runs only the page's own script (by
