@@ -43,8 +43,9 @@ pub(crate) struct Settings {
     pub(crate) sample_every: Duration,
 }
 
-/// A store whose queues are discovered.
-#[derive(Debug, Clone)]
+/// A store whose queues are discovered. (No `Debug`: its URL may hold a
+/// password.)
+#[derive(Clone)]
 pub(crate) struct Store {
     pub(crate) url: String,
     pub(crate) cluster: bool,
@@ -68,7 +69,6 @@ impl Store {
 }
 
 /// Where the queues come from.
-#[derive(Debug)]
 pub(crate) struct Source {
     /// The application's own handles, by name.
     handles: Vec<Queue>,
@@ -160,7 +160,6 @@ struct Known {
 }
 
 /// The state behind every request.
-#[derive(Debug)]
 pub(crate) struct App {
     pub(crate) settings: Settings,
     source: Source,
@@ -170,6 +169,20 @@ pub(crate) struct App {
     known: Mutex<Known>,
     history: std::sync::Mutex<HashMap<String, History>>,
     sampling: AtomicBool,
+}
+
+impl fmt::Debug for App {
+    /// Without the secrets (the CSRF token, the token, the session) and
+    /// the store URL's password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let handles: Vec<&str> = self.source.handles.iter().map(Queue::name).collect();
+        f.debug_struct("App")
+            .field("settings", &self.settings)
+            .field("queues", &handles)
+            .field("store", &self.store_label())
+            .field("access", &self.access)
+            .finish_non_exhaustive()
+    }
 }
 
 impl App {

@@ -54,7 +54,10 @@ impl fmt::Debug for Builder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("queues", &self.queues)
-            .field("store", &self.store)
+            .field(
+                "store_url",
+                &self.store.as_ref().map(|s| crate::text::redacted(&s.url)),
+            )
             .field("token", &self.token.as_ref().map(|_| "..."))
             .field("authorize", &self.check.as_ref().map(|_| "..."))
             .field("read_only", &self.read_only)

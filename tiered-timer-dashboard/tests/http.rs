@@ -420,6 +420,17 @@ async fn mounted_in_the_service_it_shares_the_embedded_store() {
     );
 }
 
+#[test]
+fn debug_output_keeps_the_secrets() {
+    let builder = Dashboard::builder()
+        .store_url("redis://:hunter2@127.0.0.1:6379/")
+        .token("t0ken");
+    let shown = format!("{builder:?} {:?}", builder.clone().build().unwrap());
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(!shown.contains("t0ken"), "{shown}");
+    assert!(shown.contains("redis://***@127.0.0.1:6379/"), "{shown}");
+}
+
 #[tokio::test]
 async fn settings_that_cannot_work_are_refused() {
     use tiered_timer_dashboard::BuildError;
