@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use tiered_timer_jobs::{find_queues, JobId, JobInfo, JobState, Listing, Page, Queue, Stats};
 
 use crate::confirm::confirm;
+use crate::human::{clock_name, relative};
 use crate::text::{payload, safe, table};
 use crate::{failure, human, Command, Confirm, Failure, ListArgs, RedisArgs, Target};
 
@@ -448,24 +449,6 @@ fn page_json(name: &str, listing: Listing, page: &Page) -> Value {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// How long from `from` to `to`, as "in 3m" or "3m ago".
-pub(crate) fn relative(to: SystemTime, from: SystemTime) -> String {
-    match to.duration_since(from) {
-        Ok(ahead) => format!("in {}", human::duration(ahead)),
-        Err(behind) => format!("{} ago", human::duration(behind.duration())),
-    }
-}
-
-/// Whose clock a queue's times are by: Redis' `TIME`, or on an embedded
-/// store (`file://`) the host's wall clock.
-pub(crate) fn clock_name(url: &str) -> &'static str {
-    if url.starts_with("file://") {
-        "host time"
-    } else {
-        "Redis time"
-    }
 }
 
 /// The stats as text; `clock` says whose clock "now" is ([`clock_name`]).

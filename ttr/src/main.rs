@@ -26,7 +26,6 @@ mod commands;
 mod confirm;
 mod embedded;
 mod failure;
-mod human;
 mod serve;
 mod text;
 
@@ -37,6 +36,8 @@ use clap::{Args, Parser, Subcommand};
 use tiered_timer_jobs::Queue;
 
 pub(crate) use failure::{failure, Failure};
+// Numbers and times for people, the same as on the dashboard's pages.
+pub(crate) use tiered_timer_dashboard::for_ttr::human;
 
 /// Look after tiered-timer-jobs queues: counts, jobs, dead letters, a web
 /// dashboard and Prometheus metrics.

@@ -4,9 +4,10 @@
 //!
 //! It checks what an operator relies on: the overview's counts are the
 //! queue's, partitions open on click, a hostile job id and error show as
-//! text (no script runs), actions are refused without the token, without
-//! the CSRF token and from another origin, and requeueing a dead letter
-//! after logging in moves it back. It also takes a screenshot of the
+//! text (no script runs) in the listing and on the job's own page, actions
+//! show disabled before a login and are refused without the token,
+//! without the CSRF token and from another origin, and requeueing a dead
+//! letter after logging in moves it back. It also takes a screenshot of the
 //! overview (`$CARGO_TARGET_TMPDIR/overview.png`, or `$TTR_SCREENSHOT`).
 //!
 //! Without chromium and chromedriver the test fails, saying how to install
@@ -14,48 +15,21 @@
 
 #[path = "../../tiered-timer-jobs/tests/support/mod.rs"]
 mod support;
+// The browser's helpers, shared with the dashboard crate's browser test.
+#[path = "../../tiered-timer-dashboard/tests/support/browser.rs"]
+mod browser_support;
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
 
-use fantoccini::{Client, ClientBuilder, Locator};
-use serde_json::json;
+use browser_support::{browser, chromedriver, text, wait_for, Running};
+use fantoccini::Locator;
 use support::RedisServer;
 use tiered_timer_jobs::{JobId, JobState, Queue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const HOSTILE: &str = "<script>alert(1)</script>";
-
-/// A child process killed on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for_port(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not start on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// `ttr serve` on a free port; returns it and its address.
 fn serve(url: &str) -> (Running, String) {
@@ -87,52 +61,6 @@ fn serve(url: &str) -> (Running, String) {
     (Running(child), address)
 }
 
-fn chromedriver() -> (Running, u16) {
-    let port = free_port();
-    let child = match Command::new("chromedriver")
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(e) => panic!(
-            "chromedriver could not be started ({e}): this test drives a real browser. \
-             Install it with `apt-get install -y chromium chromium-driver`."
-        ),
-    };
-    let running = Running(child);
-    wait_for_port(port, "chromedriver");
-    (running, port)
-}
-
-async fn browser(driver_port: u16, profile: &std::path::Path) -> Client {
-    let binary = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .expect("chromium is not installed: `apt-get install -y chromium chromium-driver`");
-    let mut caps = serde_json::Map::new();
-    caps.insert("browserName".into(), json!("chrome"));
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": binary,
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu",
-                "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                "--window-size=1280,960",
-                format!("--user-data-dir={}", profile.display()),
-            ],
-        }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{driver_port}"))
-        .await
-        .expect("a WebDriver session in chromium")
-}
-
 /// A plain HTTP request to the dashboard: the status and body.
 async fn request(address: &str, head: &str, body: &str) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
@@ -154,21 +82,6 @@ async fn request(address: &str, head: &str, body: &str) -> (u16, String) {
         .map_or("", |(_, b)| b)
         .to_owned();
     (status, body)
-}
-
-/// The element `css` once it is there (a click's navigation may still
-/// be under way), within 10 s.
-async fn wait_for(client: &Client, css: &str) -> fantoccini::elements::Element {
-    client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"))
-}
-
-async fn text(client: &Client, css: &str) -> String {
-    wait_for(client, css).await.text().await.unwrap()
 }
 
 fn form(pairs: &[(&str, &str)]) -> String {
@@ -308,7 +221,7 @@ async fn the_dashboard_in_a_real_browser() {
 
     // A hostile id and error are text: shown as written, never run.
     client
-        .goto(&format!("{base}/queue/orders?tab=dead"))
+        .goto(&format!("{base}/queues/orders?tab=dead"))
         .await
         .unwrap();
     let row = format!(r#"tr[data-id="{HOSTILE}"]"#);
@@ -319,13 +232,48 @@ async fn the_dashboard_in_a_real_browser() {
         let code = script.html(true).await.unwrap();
         assert!(!code.contains("alert(1)"), "a script element holds {code}");
     }
-    // Not logged in: no action buttons, a pointer to the login.
-    assert!(client
-        .find_all(Locator::Css("#bulk-requeue"))
+    // Not logged in: the actions show disabled, with a pointer to the
+    // login.
+    let bulk = wait_for(&client, "#bulk-requeue").await;
+    assert!(!bulk.is_enabled().await.unwrap(), "disabled before a login");
+    assert_eq!(
+        bulk.attr("title").await.unwrap().as_deref(),
+        Some("Log in to act")
+    );
+    assert!(text(&client, "#log-in").await.contains("Log in"));
+
+    // The hostile job's own page: its id readable in the address (encoded
+    // only where it must be), shown as text in the page and the
+    // breadcrumb, with its error, payload and attempts.
+    client
+        .find(Locator::Css(&format!("{row} td.id a")))
         .await
         .unwrap()
-        .is_empty());
-    assert!(text(&client, "#log-in").await.contains("Log in"));
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text(&client, "h1").await, HOSTILE);
+    assert!(
+        client
+            .current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("/queues/orders/jobs/%3Cscript%3Ealert(1)%3C%2Fscript%3E"),
+        "the job's address"
+    );
+    assert_eq!(text(&client, r#"[aria-current="page"]"#).await, HOSTILE);
+    assert_eq!(text(&client, r#"td[data-k="state"]"#).await, "dead");
+    assert_eq!(text(&client, r#"td[data-k="error"]"#).await, HOSTILE);
+    assert_eq!(text(&client, "#payload").await, "<b>payload</b>");
+    assert!(text(&client, "#attempts").await.contains("died"));
+    assert!(client.get_alert_text().await.is_err(), "no alert is open");
+    let requeue_job = wait_for(&client, r#"#job-actions button[data-action="requeue"]"#).await;
+    assert!(!requeue_job.is_enabled().await.unwrap());
+    client
+        .goto(&format!("{base}/queues/orders?tab=dead"))
+        .await
+        .unwrap();
     let csrf = client
         .find(Locator::Css(r#"input[name="csrf"]"#))
         .await
@@ -337,7 +285,7 @@ async fn the_dashboard_in_a_real_browser() {
 
     // Refused: no token; the token without the CSRF token; the token and
     // the CSRF token from another origin. Nothing changes.
-    let path = "POST /queue/orders/action HTTP/1.1";
+    let path = "POST /queues/orders/action HTTP/1.1";
     let requeue = |csrf: &str| {
         form(&[
             ("csrf", csrf),
@@ -391,7 +339,7 @@ async fn the_dashboard_in_a_real_browser() {
         .unwrap();
     assert_eq!(text(&client, "header .who > span").await, "signed in");
     client
-        .goto(&format!("{base}/queue/orders?tab=dead"))
+        .goto(&format!("{base}/queues/orders?tab=dead"))
         .await
         .unwrap();
     client
@@ -437,7 +385,7 @@ async fn the_dashboard_in_a_real_browser() {
         .unwrap()
         .is_empty());
     client
-        .goto(&format!("{base}/queue/orders?tab=waiting"))
+        .goto(&format!("{base}/queues/orders?tab=waiting"))
         .await
         .unwrap();
     assert_eq!(text(&client, &format!("{row} td.id")).await, HOSTILE);

@@ -80,7 +80,7 @@ async fn read_only_without_a_token_and_metrics_for_prometheus() {
     mail.next().await.unwrap().bury("bounced").await.unwrap();
     let (_serve, address) = serve(&url, &[]);
 
-    let (status, head, page) = request(&address, "GET /queue/mail?tab=dead HTTP/1.1", "").await;
+    let (status, head, page) = request(&address, "GET /queues/mail?tab=dead HTTP/1.1", "").await;
     assert_eq!(status, 200);
     assert!(
         head.contains("content-security-policy: default-src 'none'; script-src 'nonce-"),
@@ -95,7 +95,7 @@ async fn read_only_without_a_token_and_metrics_for_prometheus() {
     let csrf = csrf_of(&page);
     let dead = mail.dead_letters(1).await.unwrap()[0].id.clone();
     let form = format!("csrf={csrf}&action=requeue&id={dead}&confirm=yes");
-    let (status, _, body) = request(&address, "POST /queue/mail/action HTTP/1.1", &form).await;
+    let (status, _, body) = request(&address, "POST /queues/mail/action HTTP/1.1", &form).await;
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("read-only"), "{body}");
     assert_eq!(mail.stats().await.unwrap().dead, 1);
@@ -108,8 +108,12 @@ async fn read_only_without_a_token_and_metrics_for_prometheus() {
     .await;
     assert_eq!(status, 401);
 
-    let (status, _, _) = request(&address, "GET /queue/nope HTTP/1.1", "").await;
+    let (status, _, _) = request(&address, "GET /queues/nope HTTP/1.1", "").await;
     assert_eq!(status, 404);
+    // The queue page's old address leads to its new one.
+    let (status, head, _) = request(&address, "GET /queue/mail?tab=dead HTTP/1.1", "").await;
+    assert_eq!(status, 308);
+    assert!(head.contains("location: /queues/mail?tab=dead"), "{head}");
 
     let (status, head, metrics) = request(&address, "GET /metrics HTTP/1.1", "").await;
     assert_eq!(status, 200);
@@ -177,7 +181,9 @@ async fn a_login_sets_a_strict_http_only_cookie_that_allows_actions() {
         "{cookie}"
     );
     let session = cookie.split(';').next().unwrap().to_owned();
-    // With the cookie and the CSRF token: promote, confirmed.
+    // With the cookie and the CSRF token: promote, confirmed (at the
+    // action's path before the dashboard was a library, which scripts
+    // may still use).
     let post = format!("POST /queue/orders/action HTTP/1.1\r\nCookie: {session}");
     let form = format!("csrf={csrf}&do=promote%3A{id}&confirm=yes");
     let (status, _, body) = request(&address, &post, &form).await;
@@ -206,7 +212,7 @@ async fn a_bearer_header_with_the_csrf_token_allows_actions() {
     let (_, _, page) = request(&address, "GET /login HTTP/1.1", "").await;
     let csrf = csrf_of(&page);
     let form = "do=promote:order-17&confirm=yes";
-    let without = format!("POST /queue/orders/action HTTP/1.1\r\nX-CSRF-Token: {csrf}");
+    let without = format!("POST /queues/orders/action HTTP/1.1\r\nX-CSRF-Token: {csrf}");
     let (status, _, _) = request(&address, &without, form).await;
     assert_eq!(status, 401);
     assert_eq!(orders.stats().await.unwrap().due_now, 0);
@@ -240,7 +246,7 @@ async fn on_an_embedded_store_pages_look_while_its_service_runs() {
     let (status, _, metrics) = request(&address, "GET /metrics HTTP/1.1", "").await;
     assert_eq!(status, 200, "{metrics}");
     assert_eq!(pending(&metrics).as_deref(), Some("1"), "{metrics}");
-    let (status, _, page) = request(&address, "GET /queue/orders HTTP/1.1", "").await;
+    let (status, _, page) = request(&address, "GET /queues/orders HTTP/1.1", "").await;
     assert_eq!(status, 200, "{page}");
     assert!(page.contains(id.as_str()), "the waiting job is listed");
     service
@@ -265,7 +271,7 @@ async fn on_an_embedded_store_pages_look_while_its_service_runs() {
         .and_then(|c| c.split(';').next())
         .expect("a session cookie")
         .to_owned();
-    let post = format!("POST /queue/orders/action HTTP/1.1\r\nCookie: {session}");
+    let post = format!("POST /queues/orders/action HTTP/1.1\r\nCookie: {session}");
     let form = format!("csrf={csrf}&do=promote%3A{id}&confirm=yes");
     let (status, _, body) = request(&address, &post, &form).await;
     assert_eq!(status, 502, "{body}");
@@ -284,6 +290,6 @@ async fn on_an_embedded_store_pages_look_while_its_service_runs() {
     }
     assert_eq!(done.0, 200, "{}", done.1);
     assert!(done.1.contains(r#"data-changed="1""#), "{}", done.1);
-    let (_, _, page) = request(&address, "GET /queue/orders?tab=due HTTP/1.1", "").await;
+    let (_, _, page) = request(&address, "GET /queues/orders?tab=due HTTP/1.1", "").await;
     assert!(page.contains(id.as_str()), "promoted: due now");
 }

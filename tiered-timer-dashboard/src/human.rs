@@ -1,12 +1,13 @@
-//! Numbers for people: durations ("3m 12s"), byte sizes ("1.2 KiB") and
-//! UTC times ("2026-11-24 22:31:05 UTC"). (`duration` is the library's,
+//! Numbers for people: durations ("3m 12s"), byte sizes ("1.2 KiB"), UTC
+//! times ("2026-11-24 22:31:05 UTC") and times relative to a store's now
+//! ("in 5s", "3m ago"), the same on the pages and in `ttr`'s output. (`duration` is the library's,
 //! which uses it for `Stats`' `Display`: the two must agree.)
 
 use std::time::{Duration, SystemTime};
 
 /// A duration in its two largest units, rounded down: `850ms`, `42s`,
 /// `3m 12s`, `2h 5m`, `3d 4h`. The second unit is left out when zero.
-pub(crate) fn duration(d: Duration) -> String {
+pub fn duration(d: Duration) -> String {
     const MINUTE: u64 = 60;
     const HOUR: u64 = 60 * MINUTE;
     const DAY: u64 = 24 * HOUR;
@@ -32,7 +33,7 @@ pub(crate) fn duration(d: Duration) -> String {
 }
 
 /// A size in bytes: `42 B`, `1.2 KiB`, `3.4 MiB`.
-pub(crate) fn bytes(n: u64) -> String {
+pub fn bytes(n: u64) -> String {
     const KIB: u64 = 1024;
     if n < KIB {
         format!("{n} B")
@@ -45,7 +46,7 @@ pub(crate) fn bytes(n: u64) -> String {
 
 /// A time as a UTC date and time to the second, `2026-11-24 22:31:05 UTC`
 /// (times before 1970 as `before 1970`).
-pub(crate) fn utc(time: SystemTime) -> String {
+pub fn utc(time: SystemTime) -> String {
     let Ok(since) = time.duration_since(SystemTime::UNIX_EPOCH) else {
         return "before 1970".to_owned();
     };
@@ -58,6 +59,24 @@ pub(crate) fn utc(time: SystemTime) -> String {
         of_day % 3600 / 60,
         of_day % 60
     )
+}
+
+/// `to` relative to `from`: `in 5s`, `3m 12s ago`.
+pub fn relative(to: SystemTime, from: SystemTime) -> String {
+    match to.duration_since(from) {
+        Ok(ahead) => format!("in {}", duration(ahead)),
+        Err(behind) => format!("{} ago", duration(behind.duration())),
+    }
+}
+
+/// Whose clock a store's times are by: Redis' `TIME`, or on an embedded
+/// store (`file://`) the host's wall clock.
+pub fn clock_name(url: &str) -> &'static str {
+    if url.starts_with("file://") {
+        "host time"
+    } else {
+        "Redis time"
+    }
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01, by
