@@ -1,6 +1,6 @@
 //! [`SpinLock`], the lock each shard's wheel sits behind with the
 //! experimental `spin-lock` feature (by default, `std::sync::Mutex`; see
-//! [`ShardLock`](crate::sync::ShardLock)). This is the crate's only
+//! [`ShardLock`](crate::shim::shard_lock::ShardLock)). This is the crate's only
 //! `unsafe`.
 //!
 //! # What it saves, and what it risks
@@ -53,7 +53,7 @@
 //!   loom's `UnsafeCell`, which tracks every guard's access from lock to
 //!   release: the model `spin_lock_excludes` in `tests/loom.rs` checks the
 //!   lock alone. The timer's own models run the shards behind loom's mutex
-//!   instead (see [`ShardLock`](crate::sync::ShardLock)).
+//!   instead (see [`ShardLock`](crate::shim::shard_lock::ShardLock)).
 
 // The crate denies `unsafe`; this module is the one exception (see above).
 #![allow(unsafe_code)]
