@@ -70,9 +70,9 @@ pub fn cpu_bound_requests(
 }
 
 /// The blocked worker's sleepers: [`BLOCKED_SLEEPERS`] tasks on the current
-/// runtime, each sleeping 5..54 ms in turn until `length` has passed (run
-/// [`cpu_bound_requests`] beside them). Returns every sleep's lateness in
-/// ns.
+/// runtime, each sleeping 5..54 ms in turn ([`sleep_lengths`]) until
+/// `length` has passed (run [`cpu_bound_requests`] beside them). Returns
+/// every sleep's lateness in ns.
 ///
 /// # Panics
 ///
@@ -83,10 +83,10 @@ pub async fn blocked_sleepers(imp: Imp, length: Duration) -> Vec<u64> {
         .map(|i| {
             tokio::spawn(async move {
                 let mut late = Vec::new();
-                let mut n = i;
+                let mut lengths = sleep_lengths(i);
                 while Instant::now() < end {
-                    n = n.wrapping_mul(31).wrapping_add(7);
-                    let deadline = Instant::now() + Duration::from_millis(5 + n % 50);
+                    let length = lengths.next().expect("an endless sequence");
+                    let deadline = Instant::now() + length;
                     sleep_until(imp, deadline).await;
                     late.push(Instant::now().duration_since(deadline).as_nanos() as u64);
                 }
@@ -99,6 +99,15 @@ pub async fn blocked_sleepers(imp: Imp, length: Duration) -> Vec<u64> {
         late.extend(h.await.unwrap());
     }
     late
+}
+
+/// The lengths blocked sleeper `i` sleeps, in turn, for ever: 5..54 ms,
+/// spread by a multiplicative step (`n -> 31 n + 7`, wrapping), the same
+/// sequence in every run.
+pub fn sleep_lengths(i: u64) -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(i), |n| Some(n.wrapping_mul(31).wrapping_add(7)))
+        .skip(1)
+        .map(|n| Duration::from_millis(5 + n % 50))
 }
 
 /// A task on the current runtime sleeping with `imp` to each next 1 ms
@@ -121,4 +130,30 @@ pub fn ticker(imp: Imp, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Vec<u6
         }
         late
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: compare's blocked worker stepped its sleepers' lengths
+    /// with `n * 31 + 7`, which overflows after a dozen sleeps of a task: a
+    /// debug build panicked ("attempt to multiply with overflow") a few
+    /// hundred ms into workload 7.
+    #[test]
+    fn every_sleeper_has_lengths_for_ever() {
+        for i in 0..BLOCKED_SLEEPERS {
+            for length in sleep_lengths(i).take(10_000) {
+                assert!((5..55).contains(&length.as_millis()), "{length:?}");
+            }
+        }
+    }
+
+    /// The lengths are those compare and lock_quota have always used.
+    #[test]
+    fn the_first_lengths_of_a_sleeper() {
+        let ms: Vec<u128> = sleep_lengths(0).take(3).map(|d| d.as_millis()).collect();
+        // n: 7, 224, 6951.
+        assert_eq!(ms, [12, 29, 6]);
+    }
 }

@@ -83,8 +83,7 @@ use tiered_timer_benchmarks::timers::Imp;
 
 use crate::figures::Figures;
 
-// Counted only in the memory child (`memory::child`), so the timing
-// workloads share no counter.
+/// The live heap, for workload 6 (see `main`).
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
@@ -163,7 +162,7 @@ impl Args {
 }
 
 /// What a child process of this program measures: one run of workload 3,
-/// 5, 6 or 8 (see `child`).
+/// 5, 6 or 8 (see `tiered_timer_benchmarks::child`).
 #[derive(Serialize, Deserialize, Debug)]
 pub enum Request {
     Mass {
@@ -186,7 +185,7 @@ pub enum Request {
 }
 
 /// Runs the child's one measurement and prints its result.
-fn child(request: Request) {
+fn serve(request: Request) {
     match request {
         Request::Mass { imp, workers } => child::reply(&mass::child(imp, workers)),
         Request::Idle { imp, secs, workers } => child::reply(&idle::child(imp, secs, workers)),
@@ -354,12 +353,13 @@ fn notes(w: &Workload, args: &Args) -> Option<String> {
 }
 
 fn main() {
+    // Counted only in the memory child (`memory::child` switches it on),
+    // so the timing workloads share no counter.
+    alloc::set_counting(false);
     if let Some(request) = child::request::<Request>() {
-        alloc::set_counting(false);
-        child(request);
+        serve(request);
         return;
     }
-    alloc::set_counting(false);
     let mut args = Args::parse();
     if args.impls.is_empty() {
         args.impls = Imp::ALL.to_vec();
@@ -421,4 +421,27 @@ fn main() {
 /// `d` in ms.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: the ratio columns divided the first implementation's
+    /// median by each peer's, so with `--impls tokio,ours` the column
+    /// "ours/tokio" held tokio's over tokio's, 1.00.
+    #[test]
+    fn ratios_are_ours_over_each_peer_wherever_ours_is_listed() {
+        let workload = Workload {
+            id: "2",
+            key: "reset",
+            name: "reset",
+            metrics: vec![("per reset", Unit::Ns)],
+            runs: 1,
+            run: Box::new(|_| None),
+        };
+        let samples = [Some(vec![vec![40.0]]), Some(vec![vec![10.0]])];
+        let rows = rows(&workload, &[Imp::Tokio, Imp::Ours], &samples);
+        assert_eq!(rows, ["| 2 reset | per reset | 40 ns | 10 ns | 0.25 |"]);
+    }
 }
