@@ -12,7 +12,7 @@
 //! to lock and another to unlock (a swap, which tells it whether a waiter
 //! needs waking). This lock releases with a plain store, so a guard makes
 //! two such operations fewer; measured on the busy-server guard (workload
-//! 1c of `benchmarks/examples/compare.rs`) that is about 8 of 100 ns.
+//! 1c of `benchmarks/examples/compare/`) that is about 8 of 100 ns.
 //!
 //! The price is that a thread which finds the lock taken is not queued and
 //! woken when it is released: it looks again. It spins 64 rounds, then

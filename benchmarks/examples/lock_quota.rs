@@ -37,7 +37,8 @@
 //!    `ticker-mass-<limit>.svg` and `ticker-blocked-<limit>.svg` (see
 //!    `tiered_timer_benchmarks::plot`).
 //!
-//! Workloads, each in a fresh process, as in `examples/compare.rs`:
+//! Workloads, each in a fresh process, as in `compare` (the same code:
+//! `tiered_timer_benchmarks::guards` and `expiry`):
 //! - `guard-tasks` (compare's 1b): 1 000 tasks arm and cancel guards in
 //!   turn, 1 000 000 in all; wall ns per guard and process CPU;
 //! - `guard-busy` (1c): one thread arms and cancels guards by hand among
