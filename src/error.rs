@@ -143,7 +143,7 @@ impl fmt::Display for BuildError {
             BuildError::WheelSize(size) => write!(
                 f,
                 "wheel_size must be between 2 and {}, got {size}",
-                crate::timer::MAX_WHEEL_SIZE
+                crate::wheel::MAX_WHEEL_SIZE
             ),
             BuildError::NoRuntime => f.write_str(
                 "`Builder::build` must be called from the context of a Tokio 1.x runtime, which \

@@ -3,7 +3,8 @@
 use std::fmt;
 
 use crate::driver::jobs::{Job, Task, CANCELLED, EXPIRED};
-use crate::sync::Arc;
+use crate::driver::Shared;
+use crate::sync::{Arc, Weak};
 use crate::Instant;
 
 /// A callback scheduled with [`Handle::schedule`](crate::Handle::schedule)
@@ -37,11 +38,14 @@ use crate::Instant;
 #[derive(Clone)]
 pub struct Scheduled {
     task: Arc<Task>,
+    /// The timer to cancel it through. Held here, not in the task, which
+    /// the timer itself holds: a callback's record need not know its timer.
+    timer: Weak<Shared>,
 }
 
 impl Scheduled {
-    pub(crate) fn new(task: Arc<Task>) -> Scheduled {
-        Scheduled { task }
+    pub(crate) fn new(task: Arc<Task>, timer: Weak<Shared>) -> Scheduled {
+        Scheduled { task, timer }
     }
 
     /// Cancels the callback if it has not been found due yet.
@@ -70,7 +74,7 @@ impl Scheduled {
     /// # }
     /// ```
     pub fn cancel(&self) -> bool {
-        match self.task.timer.upgrade() {
+        match self.timer.upgrade() {
             Some(timer) => timer.cancel(&self.task),
             // The timer is gone, so it shut down first.
             None => false,

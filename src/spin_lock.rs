@@ -1,6 +1,6 @@
 //! [`SpinLock`], the lock each shard's wheel sits behind with the
 //! experimental `spin-lock` feature (by default, `std::sync::Mutex`; see
-//! [`ShardLock`](crate::sync::ShardLock)). This is the crate's only
+//! [`ShardLock`](crate::shim::shard_lock::ShardLock)). This is the crate's only
 //! `unsafe`.
 //!
 //! # What it saves, and what it risks
@@ -12,7 +12,7 @@
 //! to lock and another to unlock (a swap, which tells it whether a waiter
 //! needs waking). This lock releases with a plain store, so a guard makes
 //! two such operations fewer; measured on the busy-server guard (workload
-//! 1c of `benchmarks/examples/compare.rs`) that is about 8 of 100 ns.
+//! 1c of `benchmarks/examples/compare/`) that is about 8 of 100 ns.
 //!
 //! The price is that a thread which finds the lock taken is not queued and
 //! woken when it is released: it looks again. It spins 64 rounds, then
@@ -53,7 +53,7 @@
 //!   loom's `UnsafeCell`, which tracks every guard's access from lock to
 //!   release: the model `spin_lock_excludes` in `tests/loom.rs` checks the
 //!   lock alone. The timer's own models run the shards behind loom's mutex
-//!   instead (see [`ShardLock`](crate::sync::ShardLock)).
+//!   instead (see [`ShardLock`](crate::shim::shard_lock::ShardLock)).
 
 // The crate denies `unsafe`; this module is the one exception (see above).
 #![allow(unsafe_code)]

@@ -1,4 +1,4 @@
-//! Workload 1 of the comparison (see `examples/compare.rs`) under criterion:
+//! Workload 1 of the comparison (see `examples/compare/guard.rs`) under criterion:
 //! a guard armed then cancelled, `timeout(5 s, f)` where `f` is pending on
 //! the first poll and ready on the second, polled by hand on one thread
 //! inside a 2-worker runtime's context. Ours against `tokio::time` and
@@ -11,29 +11,18 @@
 //!   timers of each implementation pending, due 20..30 s out, parked once
 //!   before timing; the guards (60 s) are never the earliest.
 //!
-//! `cargo bench -p tiered-timer-benchmarks --bench guard`
+//! `cargo bench -p tiered-timer-benchmarks --bench guard` (ours alone:
+//! `cargo bench --bench guard` at the workspace root).
 
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::{pin, Pin};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-
-/// Pending on the first poll, ready on the second.
-struct PendingOnce(bool);
-
-impl Future for PendingOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
+use tiered_timer_benchmarks::guards::{PendingOnce, BUSY_GUARD_TIMEOUT as BUSY_TIMEOUT};
+use tiered_timer_benchmarks::runtime;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -44,11 +33,7 @@ fn arm_and_cancel<G: Future>(guard: G, cx: &mut Context<'_>) {
 }
 
 fn server_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    runtime::server(2)
 }
 
 fn guard(c: &mut Criterion) {
@@ -57,23 +42,31 @@ fn guard(c: &mut Criterion) {
     let mut cx = Context::from_waker(Waker::noop());
     let mut group = c.benchmark_group("guard armed then cancelled, idle server");
     group.bench_function("ours", |b| {
-        b.iter(|| arm_and_cancel(tiered_timer::timeout(TIMEOUT, PendingOnce(false)), &mut cx))
+        b.iter(|| {
+            arm_and_cancel(
+                tiered_timer::timeout(TIMEOUT, PendingOnce::by_hand()),
+                &mut cx,
+            )
+        })
     });
     group.bench_function("tokio", |b| {
-        b.iter(|| arm_and_cancel(tokio::time::timeout(TIMEOUT, PendingOnce(false)), &mut cx))
+        b.iter(|| {
+            arm_and_cancel(
+                tokio::time::timeout(TIMEOUT, PendingOnce::by_hand()),
+                &mut cx,
+            )
+        })
     });
     group.bench_function("pingora", |b| {
         b.iter(|| {
             arm_and_cancel(
-                pingora_timeout::fast_timeout::fast_timeout(TIMEOUT, PendingOnce(false)),
+                pingora_timeout::fast_timeout::fast_timeout(TIMEOUT, PendingOnce::by_hand()),
                 &mut cx,
             )
         })
     });
     group.finish();
 }
-
-const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// 100 000 pending sleeps due 20..30 s out, made by `sleep`, polled once.
 fn others<S: Future + Unpin>(sleep: impl Fn(Duration) -> S, cx: &mut Context<'_>) -> Vec<S> {
@@ -97,7 +90,7 @@ fn busy_guard(c: &mut Criterion) {
         group.bench_function("ours", |b| {
             b.iter(|| {
                 arm_and_cancel(
-                    tiered_timer::timeout(BUSY_TIMEOUT, PendingOnce(false)),
+                    tiered_timer::timeout(BUSY_TIMEOUT, PendingOnce::by_hand()),
                     &mut cx,
                 )
             })
@@ -113,7 +106,7 @@ fn busy_guard(c: &mut Criterion) {
         group.bench_function("tokio", |b| {
             b.iter(|| {
                 arm_and_cancel(
-                    tokio::time::timeout(BUSY_TIMEOUT, PendingOnce(false)),
+                    tokio::time::timeout(BUSY_TIMEOUT, PendingOnce::by_hand()),
                     &mut cx,
                 )
             })
@@ -131,7 +124,10 @@ fn busy_guard(c: &mut Criterion) {
         group.bench_function("pingora", |b| {
             b.iter(|| {
                 arm_and_cancel(
-                    pingora_timeout::fast_timeout::fast_timeout(BUSY_TIMEOUT, PendingOnce(false)),
+                    pingora_timeout::fast_timeout::fast_timeout(
+                        BUSY_TIMEOUT,
+                        PendingOnce::by_hand(),
+                    ),
                     &mut cx,
                 )
             })

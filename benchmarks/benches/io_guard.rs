@@ -2,7 +2,8 @@
 //! against `tokio_io_timeout::TimeoutStream`, and a bare stream for the
 //! guard's own cost.
 //!
-//! Run with `cargo bench -p tiered-timer-benchmarks --bench io_guard`.
+//! Run with `cargo bench -p tiered-timer-benchmarks --bench io_guard` (ours
+//! alone: `cargo bench --bench io_guard` at the workspace root).
 //!
 //! One round trip over an in-memory `tokio::io::duplex` pipe (8-byte
 //! buffers), polled by hand so no scheduler noise is measured:

@@ -1,9 +1,10 @@
-//! Workload 2 of the comparison (see `examples/compare.rs`) under criterion:
+//! Workload 2 of the comparison (see `examples/compare/reset.rs`) under criterion:
 //! 10 000 registered sleeps, each in turn pushed to a later deadline and
 //! polled again, as an idle connection's deadline guard is on every event.
 //! Ours against `tokio::time` (pingora's sleeps cannot be reset).
 //!
-//! `cargo bench -p tiered-timer-benchmarks --bench reset`
+//! `cargo bench -p tiered-timer-benchmarks --bench reset` (ours alone:
+//! `cargo bench --bench reset` at the workspace root).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -47,9 +48,8 @@ impl Samples {
         elapsed
     }
 
-    fn median(&mut self) -> f64 {
-        self.0.sort_by(f64::total_cmp);
-        self.0.get(self.0.len() / 2).copied().unwrap_or(f64::NAN)
+    fn median(&self) -> f64 {
+        tiered_timer_benchmarks::stats::median(self.0.iter().copied())
     }
 }
 

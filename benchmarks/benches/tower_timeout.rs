@@ -14,19 +14,42 @@
 //! median minus the median of no timeout.
 //!
 //! `cargo bench -p tiered-timer-benchmarks --bench tower_timeout`
-//! (`ROUNDS=31 cargo bench ...` for more rounds).
+//! (`ROUNDS=31 cargo bench ...`, or `-- --rounds 31`, for more rounds; `--
+//! --help` for the others). Ours alone, under criterion:
+//! `cargo bench --features tower --bench tower` at the workspace root.
 
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use tiered_timer_benchmarks::guards::PendingOnce;
+use tiered_timer_benchmarks::process_cpu;
+use tiered_timer_benchmarks::stats::median;
 use tower::{service_fn, BoxError, Service, ServiceExt};
 
 const TASKS: usize = 1_000;
 const REQUESTS: usize = 200;
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-#[path = "../../tests/support/pending_once.rs"]
-mod pending_once;
-use pending_once::PendingOnce;
+/// What a request deadline costs: tower's timeout, ours, and none, side by
+/// side in one process.
+#[derive(Parser, Debug)]
+#[command(name = "tower_timeout")]
+struct Args {
+    /// Rounds of each variant (default: 21 under `cargo bench`, 1 as a
+    /// smoke run under `cargo test --benches`).
+    #[arg(long, env = "ROUNDS")]
+    rounds: Option<usize>,
+    /// Runs only the variant of this row (0 to 3), printing each round
+    /// instead of the table: for a profiler.
+    #[arg(long, env = "ONLY")]
+    only: Option<usize>,
+    /// Passed by `cargo bench`: measure, rather than check that it runs.
+    #[arg(long, hide = true)]
+    bench: bool,
+    /// Filters `cargo` may pass on; ignored.
+    #[arg(hide = true)]
+    filters: Vec<String>,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Variant {
@@ -65,8 +88,6 @@ where
     }
 }
 
-use tiered_timer_benchmarks::process_cpu;
-
 /// Time per request of one round: wall clock and process CPU.
 #[derive(Clone, Copy, Debug)]
 struct Sample {
@@ -76,7 +97,7 @@ struct Sample {
 
 /// Runs one round of `variant` on `rt`.
 fn round(rt: &tokio::runtime::Runtime, variant: Variant, handle: &tiered_timer::Handle) -> Sample {
-    let inner = service_fn(|()| PendingOnce(false));
+    let inner = service_fn(|()| PendingOnce::in_task_then(Ok::<u8, BoxError>(1)));
     let cpu = process_cpu();
     let start = Instant::now();
     rt.block_on(async {
@@ -106,9 +127,8 @@ fn round(rt: &tokio::runtime::Runtime, variant: Variant, handle: &tiered_timer::
 }
 
 /// The median of `samples`, in ns.
-fn median_ns(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64() * 1e9
+fn median_ns(samples: impl Iterator<Item = Duration>) -> f64 {
+    median(samples.map(|d| d.as_secs_f64() * 1e9))
 }
 
 /// A timer's cost per request against no timeout (row 0), and its ratio to
@@ -123,14 +143,10 @@ fn cost_cells(medians: &[f64], row: usize) -> (String, String) {
 }
 
 fn main() {
+    let args = Args::parse();
     // `cargo bench` passes `--bench`; `cargo test --benches` does not: then
     // one short round checks that it runs.
-    let benching = std::env::args().any(|arg| arg == "--bench");
-    let rounds: usize = match std::env::var("ROUNDS") {
-        Ok(rounds) => rounds.parse().expect("ROUNDS: a number"),
-        Err(_) if benching => 21,
-        Err(_) => 1,
-    };
+    let rounds = args.rounds.unwrap_or(if args.bench { 21 } else { 1 });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
@@ -143,8 +159,10 @@ fn main() {
         round(&rt, variant, &handle);
     }
     // `ONLY=2` runs variant 2 alone (for a profiler), no table.
-    if let Ok(only) = std::env::var("ONLY") {
-        let variant = Variant::ALL[only.parse::<usize>().expect("ONLY: a row number")];
+    if let Some(only) = args.only {
+        let variant = *Variant::ALL
+            .get(only)
+            .unwrap_or_else(|| panic!("--only {only}: a row number, 0 to 3"));
         for _ in 0..rounds {
             let sample = round(&rt, variant, &handle);
             println!("{:<32} {sample:?} per request", variant.name());
@@ -161,7 +179,7 @@ fn main() {
     let medians = |of: fn(&Sample) -> Duration| -> Vec<f64> {
         samples
             .iter()
-            .map(|rounds| median_ns(rounds.iter().map(of).collect()))
+            .map(|rounds| median_ns(rounds.iter().map(of)))
             .collect()
     };
     let wall = medians(|sample| sample.wall);

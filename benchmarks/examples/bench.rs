@@ -12,6 +12,7 @@
 //! Lateness is measured on the machine's clock against each job's due time
 //! (Redis and the bench share that clock here). About a minute.
 
+use clap::Parser;
 use tiered_timer_benchmarks::redis_support as support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -429,9 +430,19 @@ async fn idle(
     let _: () = redis::cmd("DEL").arg(&key).query_async(conn).await.unwrap();
 }
 
+/// `tiered-timer-jobs` against the classic 100 ms poller, on one Redis: a markdown table.
+#[derive(Parser, Debug)]
+#[command(name = "bench")]
+struct Args {
+    /// The Redis to use (only this program's own keys are touched and
+    /// deleted); a redis-server started here by default.
+    #[arg(long, env = "REDIS_URL")]
+    redis_url: Option<String>,
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let redis = support::Redis::start();
+    let redis = support::Redis::at_or_start(Args::parse().redis_url);
     let url = redis.url.clone();
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();

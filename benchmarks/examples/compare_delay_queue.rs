@@ -4,6 +4,7 @@
 //!
 //! ```sh
 //! cargo run --release -p tiered-timer-benchmarks --example compare_delay_queue   # under a minute
+//! cargo run --release -p tiered-timer-benchmarks --example compare_delay_queue -- --rounds 3
 //! ```
 //!
 //! Workloads (values are `u64`; each round runs on a fresh current-thread
@@ -23,33 +24,34 @@
 //!    live heap left after they all expired, were drained, and
 //!    `shrink_to_fit` ran (counted by a global allocator).
 //!
-//! Knob: `COMPARE_ROUNDS` (default 5; the expire-all and memory workloads
-//! run `max(3, rounds / 2)` rounds).
+//! Knob: `--rounds` (`COMPARE_ROUNDS`, default 5; the expire-all and
+//! memory workloads run `max(3, rounds / 2)` rounds).
 
 use std::future::poll_fn;
 use std::hint::black_box;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use clap::Parser;
+use tiered_timer_benchmarks::alloc::{live_bytes as live, CountingAllocator};
+use tiered_timer_benchmarks::process_cpu as cpu_time;
+use tiered_timer_benchmarks::runtime::current_thread as runtime;
+use tiered_timer_benchmarks::stats::{median, quantile};
 use tokio::time::Instant;
 
-// ---------------------------------------------------------------------------
 // Live heap, counted for every allocation (both queues pay the same).
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-#[path = "../../tests/support/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::live_bytes as live;
-
-fn cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0);
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+/// `tiered_timer::DelayQueue` side by side with tokio-util's: a markdown
+/// table of medians and ratios.
+#[derive(Parser, Debug)]
+#[command(name = "compare_delay_queue")]
+struct Args {
+    /// Rounds of the light workloads (churn, reset); the heavy ones
+    /// (expire-all, memory) run max(3, rounds / 2).
+    #[arg(long, env = "COMPARE_ROUNDS", default_value_t = 5)]
+    rounds: usize,
 }
 
 // ---------------------------------------------------------------------------
@@ -117,13 +119,6 @@ impl Queue for tokio_util::time::DelayQueue<u64> {
     fn shrink_to_fit(&mut self) {
         self.shrink_to_fit();
     }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
 }
 
 // ---------------------------------------------------------------------------
@@ -196,7 +191,7 @@ fn expire_all<Q: Queue>() -> Vec<f64> {
         }
         let cpu_ms = (cpu_time() - cpu).as_secs_f64() * 1e3;
         late.sort_unstable_by(f64::total_cmp);
-        let pct = |p: f64| late[((late.len() - 1) as f64 * p) as usize];
+        let pct = |q: f64| quantile(&late, q).unwrap_or(f64::NAN);
         vec![cpu_ms, pct(0.50), pct(0.99)]
     })
 }
@@ -254,21 +249,8 @@ type Samples = Vec<Vec<f64>>;
 type Ours = tiered_timer::DelayQueue<u64>;
 type Peer = tokio_util::time::DelayQueue<u64>;
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_unstable_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
-}
-
 fn main() {
-    let rounds: usize = std::env::var("COMPARE_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(5);
+    let rounds = Args::parse().rounds;
     let workloads = [
         Workload {
             name: "1. churn, 1 000 000 insert + remove",
@@ -331,8 +313,8 @@ fn main() {
             }
         }
         for (i, (metric, Better::Lower)) in workload.metrics.iter().enumerate() {
-            let ours = median(ours[i].clone());
-            let peer = median(peer[i].clone());
+            let ours = median(ours[i].iter().copied());
+            let peer = median(peer[i].iter().copied());
             let ratio = if peer == 0.0 {
                 "-".to_string()
             } else {

@@ -3,7 +3,12 @@
 //! ```sh
 //! cargo run --release -p tiered-timer-benchmarks --example herd
 //! HERD_ONLY=flow,idle,burst HERD_SECS=5 HERD_BURST=50000 cargo run --release -p tiered-timer-benchmarks --example herd
+//! cargo run --release -p tiered-timer-benchmarks --example herd -- --only burst --burst 20000   # the same knobs as options
+//! cargo run --release -p tiered-timer-benchmarks --example herd -- --help
 //! ```
+//!
+//! Every knob is an option, also read from the environment variable named
+//! below (`HERD_SECS=5` is `--secs 5`).
 //!
 //! Against redis-servers it starts itself (a fresh one per measurement),
 //! with every worker its own `Queue` (its own connections), as separate
@@ -35,156 +40,80 @@
 //!   build, against a fresh server of the same kind, in the same run.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use clap::builder::FalseyValueParser;
+use clap::{Parser, ValueEnum};
+use tiered_timer_benchmarks::machine;
+use tiered_timer_benchmarks::process_cpu;
+use tiered_timer_benchmarks::redis_support::Redis as Server;
+use tiered_timer_benchmarks::stats::quantile;
 use tiered_timer_jobs::Queue;
 
-/// A redis-server of our own, on a free port, stopped on drop.
-struct Server {
-    port: u16,
-    child: Child,
-    dir: PathBuf,
+/// What a job costs Redis as the fleet grows: the flow, idle and burst
+/// tables, each against redis-servers of its own.
+#[derive(Parser, Debug)]
+#[command(name = "herd")]
+struct Args {
+    /// The parts to run, comma-separated: flow, idle, burst. All by
+    /// default.
+    #[arg(long, env = "HERD_ONLY", value_delimiter = ',')]
+    only: Vec<Part>,
+    /// Seconds of jobs per flow cell (its MONITOR rerun: at most 3).
+    #[arg(long, env = "HERD_SECS", default_value_t = 5)]
+    secs: u64,
+    /// Runs only this flow cell: `rate,partitions,workers` (`1000,3,16`).
+    #[arg(long, env = "HERD_CELL", value_delimiter = ',', num_args = 3)]
+    cell: Vec<u64>,
+    /// Jobs due at once in a burst.
+    #[arg(long, env = "HERD_BURST", default_value_t = 50_000)]
+    burst: u64,
+    /// Partitions of the burst's queue.
+    #[arg(long, env = "HERD_BURST_PARTITIONS", default_value_t = 1)]
+    burst_partitions: u32,
+    /// How many times the burst table is repeated.
+    #[arg(long, env = "HERD_ROUNDS", default_value_t = 1)]
+    rounds: u64,
+    /// The burst modes to run, comma-separated (all by default).
+    #[arg(long, env = "HERD_MODES", value_delimiter = ',')]
+    modes: Vec<Mode>,
+    /// The burst's worker shapes, comma-separated: apart (4 `Queue`s, as 4
+    /// processes), shared (4 tasks sharing one `Queue`). Both by default.
+    #[arg(long, env = "HERD_SHAPES", value_delimiter = ',')]
+    shapes: Vec<Shape>,
+    /// The `burst_baseline` example built at an older commit (see that
+    /// file): each `next` + `ack` row of a one-partition burst is then
+    /// preceded by the same burst run by that build.
+    #[arg(long, env = "HERD_BASELINE")]
+    baseline: Option<PathBuf>,
+    /// Prints Redis' `INFO commandstats` after each burst.
+    #[arg(long, env = "HERD_STATS", value_parser = FalseyValueParser::new())]
+    stats: bool,
+    /// Appends every command MONITOR counts in the flow cells to this file.
+    #[arg(long, env = "HERD_MONITOR_DUMP")]
+    monitor_dump: Option<PathBuf>,
 }
 
-impl Server {
-    fn start() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let dir = std::env::temp_dir().join(format!("ttr-herd-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a temporary directory");
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .env_remove("LD_PRELOAD")
-            .spawn()
-            .expect("redis-server on PATH (apt-get install -y redis-server)");
-        let server = Server { port, child, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !server.cli(&["PING"]).contains("PONG") {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn cli(&self, args: &[&str]) -> String {
-        let output = Command::new("redis-cli")
-            .arg("-p")
-            .arg(self.port.to_string())
-            .args(args)
-            .output()
-            .expect("redis-cli");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn info(&self, field: &str) -> f64 {
-        let section = if field.starts_with("used_cpu") {
-            "cpu"
-        } else {
-            "stats"
-        };
-        self.cli(&["INFO", section])
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{field}:")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0.0)
-    }
-
-    /// Commands processed so far, and Redis' CPU seconds.
-    fn counters(&self) -> (f64, f64) {
-        let commands = self.info("total_commands_processed");
-        let cpu = self.info("used_cpu_sys") + self.info("used_cpu_user");
-        (commands, cpu)
-    }
-
-    /// Counts the commands clients send (not those scripts run) from now
-    /// until the returned guard is stopped.
-    fn monitor(&self) -> Monitor {
-        let mut child = Command::new("redis-cli")
-            .arg("-p")
-            .arg(self.port.to_string())
-            .arg("MONITOR")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-cli MONITOR");
-        let stdout = child.stdout.take().unwrap();
-        let count = Arc::new(AtomicU64::new(0));
-        let started = Arc::new(AtomicBool::new(false));
-        let (c, s) = (count.clone(), started.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line == "OK" {
-                    s.store(true, Ordering::SeqCst);
-                } else if !line.contains("[0 lua]") && !line.contains("herd-marker") {
-                    c.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(path) = std::env::var("HERD_MONITOR_DUMP") {
-                        use std::io::Write;
-                        let mut f = std::fs::OpenOptions::new()
-                            .append(true)
-                            .create(true)
-                            .open(path)
-                            .unwrap();
-                        let _ = writeln!(f, "{line}");
-                    }
-                }
-            }
-        });
-        while !started.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Monitor { child, count }
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Part {
+    Flow,
+    Idle,
+    Burst,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Shape {
+    Apart,
+    Shared,
 }
 
-struct Monitor {
-    child: Child,
-    count: Arc<AtomicU64>,
-}
-
-impl Monitor {
-    fn stop(mut self) -> u64 {
-        std::thread::sleep(Duration::from_millis(200));
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.count.load(Ordering::Relaxed)
-    }
-}
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn only(what: &str) -> bool {
-    match std::env::var("HERD_ONLY") {
-        Ok(list) => list.split(',').any(|w| w.trim() == what),
-        Err(_) => true,
+impl Args {
+    fn runs(&self, part: Part) -> bool {
+        self.only.is_empty() || self.only.contains(&part)
     }
 }
 
@@ -197,7 +126,7 @@ fn now_ms() -> f64 {
 }
 
 async fn queue(server: &Server, partitions: u32, prefetch: usize) -> Queue {
-    Queue::builder(&server.url(), "herd")
+    Queue::builder(&server.url, "herd")
         .partitions(partitions)
         .prefetch(prefetch)
         .connect()
@@ -222,12 +151,8 @@ async fn settle(server: &Server, workers: usize) {
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i]
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    quantile(sorted, q).unwrap_or(f64::NAN)
 }
 
 struct Flow {
@@ -241,9 +166,17 @@ struct Flow {
 }
 
 /// One flow cell: `rate` jobs/s for `secs` s, `workers` workers, on
-/// `partitions` partitions; with `monitor`, counts client commands.
-async fn flow(rate: u64, secs: u64, workers: usize, partitions: u32, monitor: bool) -> Flow {
-    let server = Server::start();
+/// `partitions` partitions; with `round_trips`, counts client commands
+/// with MONITOR (appending them to `dump`, if given).
+async fn flow(
+    rate: u64,
+    secs: u64,
+    workers: usize,
+    partitions: u32,
+    round_trips: bool,
+    dump: Option<PathBuf>,
+) -> Flow {
+    let server = Server::start_own(&[]);
     let producer = queue(&server, partitions, 0).await;
     let lateness = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -266,7 +199,7 @@ async fn flow(rate: u64, secs: u64, workers: usize, partitions: u32, monitor: bo
     }
     settle(&server, workers).await;
     let jobs = rate * secs;
-    let monitor = monitor.then(|| server.monitor());
+    let monitor = round_trips.then(|| server.monitor(dump));
     let (c0, cpu0) = server.counters();
     let start = SystemTime::now() + Duration::from_millis(500);
     let step = Duration::from_secs(1) / rate as u32;
@@ -310,7 +243,7 @@ async fn flow(rate: u64, secs: u64, workers: usize, partitions: u32, monitor: bo
 /// Idle: 100 000 jobs an hour out, `workers` waiting; commands per second
 /// per worker over `window`.
 async fn idle(workers: usize, partitions: u32, window: Duration) -> f64 {
-    let server = Server::start();
+    let server = Server::start_own(&[]);
     let producer = queue(&server, partitions, 0).await;
     let hour = Duration::from_secs(3600);
     for _ in 0..100 {
@@ -337,7 +270,10 @@ async fn idle(workers: usize, partitions: u32, window: Duration) -> f64 {
     (c1 - c0 - 4.0) / window.as_secs_f64() / workers as f64
 }
 
-#[derive(Clone, Copy, Debug)]
+/// How the burst's workers take and ack jobs (`--modes` spells them as
+/// here: `NextAck,Batch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "PascalCase")]
 enum Mode {
     NextAck,
     Prefetch,
@@ -345,20 +281,6 @@ enum Mode {
     AckAndNext,
     Batch,
     BatchAckMany,
-}
-
-/// This process' CPU time so far (user + system).
-fn own_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-    Duration::from_millis(ticks * 10)
 }
 
 /// What a burst measured: claim + ack throughput (jobs/s), Redis commands
@@ -373,8 +295,8 @@ struct Burst {
 /// Burst: `jobs` due at once on `partitions` partitions, 4 workers, each
 /// its own `Queue` (as separate processes) or, if `shared`, 4 tasks
 /// sharing one `Queue` (as one process).
-async fn burst(jobs: u64, partitions: u32, mode: Mode, shared: bool) -> Burst {
-    let server = Server::start();
+async fn burst(jobs: u64, partitions: u32, mode: Mode, shared: bool, stats: bool) -> Burst {
+    let server = Server::start_own(&[]);
     let prefetch = match mode {
         Mode::Prefetch | Mode::PrefetchBatched | Mode::AckAndNext => 64,
         _ => 0,
@@ -397,7 +319,7 @@ async fn burst(jobs: u64, partitions: u32, mode: Mode, shared: bool) -> Burst {
         }
     }
     let (c0, cpu0) = server.counters();
-    let own0 = own_cpu();
+    let own0 = process_cpu();
     let started = Instant::now();
     let mut tasks = Vec::new();
     let handles = queues.clone();
@@ -451,8 +373,8 @@ async fn burst(jobs: u64, partitions: u32, mode: Mode, shared: bool) -> Burst {
         assert!(queue.flush_acks().await.unwrap().is_empty());
     }
     let took = started.elapsed().as_secs_f64();
-    let own = (own_cpu() - own0).as_secs_f64();
-    if std::env::var("HERD_STATS").is_ok() {
+    let own = (process_cpu() - own0).as_secs_f64();
+    if stats {
         for line in server.cli(&["INFO", "commandstats"]).lines() {
             if line.starts_with("cmdstat_") {
                 eprintln!("{mode:?} {line}");
@@ -473,12 +395,14 @@ async fn burst(jobs: u64, partitions: u32, mode: Mode, shared: bool) -> Burst {
 }
 
 /// The same burst with `next` + `ack` run by another build of the crate
-/// (`HERD_BASELINE`: `burst_baseline` built at an older commit; see that
-/// example), against a fresh server of ours.
-fn burst_baseline(binary: &str, jobs: u64, shared: bool) -> Burst {
-    let server = Server::start();
+/// (`--baseline`: `burst_baseline` built at an older commit; see that
+/// example), against a fresh server of ours. That build cannot know this
+/// library's child protocol, so it keeps its own: settings in the
+/// environment, `ready`, `go`, one line of results.
+fn burst_baseline(binary: &PathBuf, jobs: u64, shared: bool) -> Burst {
+    let server = Server::start_own(&[]);
     let mut child = Command::new(binary)
-        .env("BURST_URL", server.url())
+        .env("BURST_URL", &server.url)
         .env("BURST_JOBS", jobs.to_string())
         .env("BURST_WORKERS", "4")
         .env("BURST_SHARED", if shared { "1" } else { "0" })
@@ -510,49 +434,16 @@ fn burst_baseline(binary: &str, jobs: u64, shared: bool) -> Burst {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let secs = env("HERD_SECS", 5);
+    let args = Args::parse();
     println!(
         "herd: {} cores, load average {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        machine::cores(),
+        machine::load_average()
     );
-    if only("flow") {
-        println!("\nflow: {secs} s per cell, each worker its own Queue, next + ack");
-        println!("| jobs/s, partitions | workers | commands/job | round trips/job | lateness p50 / p99 / max (ms) | early | Redis CPU |");
-        println!("|---|---|---|---|---|---|---|");
-        let cell: Option<Vec<u64>> = std::env::var("HERD_CELL")
-            .ok()
-            .map(|c| c.split(',').map(|v| v.parse().unwrap()).collect());
-        for rate in [1000, 100] {
-            for partitions in [1, 3] {
-                for workers in [1, 4, 16] {
-                    if let Some(c) = &cell {
-                        if c[..] != [rate, u64::from(partitions), workers as u64] {
-                            continue;
-                        }
-                    }
-                    let cell = flow(rate, secs, workers, partitions, false).await;
-                    let traced = flow(rate, secs.min(3), workers, partitions, true).await;
-                    println!(
-                        "| {rate}, {partitions} | {workers} | {:.1} | {:.2} | {:.1} / {:.1} / {:.1} | {} | {:.0} % |",
-                        cell.commands_per_job,
-                        traced.round_trips_per_job.unwrap_or(f64::NAN),
-                        cell.p50,
-                        cell.p99,
-                        cell.max,
-                        cell.early,
-                        cell.cpu
-                    );
-                }
-            }
-        }
+    if args.runs(Part::Flow) {
+        flow_table(&args).await;
     }
-    if only("idle") {
+    if args.runs(Part::Idle) {
         println!("\nidle: 100 000 jobs an hour out, 15 s");
         println!("| workers | partitions | commands/s per worker |");
         println!("|---|---|---|");
@@ -561,61 +452,87 @@ async fn main() {
             println!("| {workers} | {partitions} | {per:.3} |");
         }
     }
-    if only("burst") {
-        let jobs = env("HERD_BURST", 50_000);
-        let partitions = env("HERD_BURST_PARTITIONS", 1) as u32;
-        let rounds = env("HERD_ROUNDS", 1);
-        let baseline = std::env::var("HERD_BASELINE").ok();
-        println!("\nburst: {jobs} jobs due at once, 4 workers, {partitions} partition(s); workers as 4 `Queue`s (4 processes) or as 4 tasks sharing one `Queue` (one process)");
-        println!("| how | workers | claim + ack (jobs/s) | commands/job | Redis CPU/job (µs) | worker CPU/job (µs) |");
-        println!("|---|---|---|---|---|---|");
-        let modes = std::env::var("HERD_MODES").unwrap_or_default();
-        let shapes = std::env::var("HERD_SHAPES").unwrap_or_default();
-        let row = |how: &str, shared: bool, b: &Burst| {
-            let workers = if shared {
-                "1 Queue, 4 tasks"
-            } else {
-                "4 Queues"
-            };
-            println!(
-                "| {how} | {workers} | {:.0} | {:.1} | {:.1} | {:.1} |",
-                b.rate, b.commands, b.redis_cpu, b.own_cpu
-            );
-        };
-        for _ in 0..rounds {
-            for shared in [false, true] {
-                let shape = if shared { "shared" } else { "apart" };
-                if !shapes.is_empty() && !shapes.split(',').any(|s| s == shape) {
+    if args.runs(Part::Burst) {
+        burst_table(&args).await;
+    }
+}
+
+/// The flow table: every cell (or `--cell`'s alone), then its MONITOR rerun.
+async fn flow_table(args: &Args) {
+    let secs = args.secs;
+    println!("\nflow: {secs} s per cell, each worker its own Queue, next + ack");
+    println!("| jobs/s, partitions | workers | commands/job | round trips/job | lateness p50 / p99 / max (ms) | early | Redis CPU |");
+    println!("|---|---|---|---|---|---|---|");
+    for rate in [1000, 100] {
+        for partitions in [1, 3] {
+            for workers in [1, 4, 16] {
+                if !args.cell.is_empty()
+                    && args.cell[..] != [rate, u64::from(partitions), workers as u64]
+                {
                     continue;
                 }
-                for mode in [
-                    Mode::NextAck,
-                    Mode::Prefetch,
-                    Mode::PrefetchBatched,
-                    Mode::AckAndNext,
-                    Mode::Batch,
-                    Mode::BatchAckMany,
-                ] {
-                    if !modes.is_empty() && !modes.split(',').any(|m| m == format!("{mode:?}")) {
-                        continue;
-                    }
-                    if let (Some(binary), Mode::NextAck, 1) = (&baseline, mode, partitions) {
-                        row(
-                            "next + ack, baseline build",
-                            shared,
-                            &burst_baseline(binary, jobs, shared),
-                        );
-                    }
-                    let how = match mode {
-                        Mode::NextAck => "next + ack",
-                        Mode::Prefetch => "next + ack, prefetch(64)",
-                        Mode::PrefetchBatched => "next + ack_batched, prefetch(64)",
-                        Mode::AckAndNext => "ack_and_next, prefetch(64)",
-                        Mode::Batch => "next_batch(64) + ack",
-                        Mode::BatchAckMany => "next_batch(64) + ack_many",
-                    };
-                    row(how, shared, &burst(jobs, partitions, mode, shared).await);
+                let cell = flow(rate, secs, workers, partitions, false, None).await;
+                let dump = args.monitor_dump.clone();
+                let traced = flow(rate, secs.min(3), workers, partitions, true, dump).await;
+                println!(
+                    "| {rate}, {partitions} | {workers} | {:.1} | {:.2} | {:.1} / {:.1} / {:.1} | {} | {:.0} % |",
+                    cell.commands_per_job,
+                    traced.round_trips_per_job.unwrap_or(f64::NAN),
+                    cell.p50,
+                    cell.p99,
+                    cell.max,
+                    cell.early,
+                    cell.cpu
+                );
+            }
+        }
+    }
+}
+
+/// The burst table, `--rounds` times.
+async fn burst_table(args: &Args) {
+    let jobs = args.burst;
+    let partitions = args.burst_partitions;
+    println!("\nburst: {jobs} jobs due at once, 4 workers, {partitions} partition(s); workers as 4 `Queue`s (4 processes) or as 4 tasks sharing one `Queue` (one process)");
+    println!("| how | workers | claim + ack (jobs/s) | commands/job | Redis CPU/job (µs) | worker CPU/job (µs) |");
+    println!("|---|---|---|---|---|---|");
+    let row = |how: &str, shared: bool, b: &Burst| {
+        let workers = if shared {
+            "1 Queue, 4 tasks"
+        } else {
+            "4 Queues"
+        };
+        println!(
+            "| {how} | {workers} | {:.0} | {:.1} | {:.1} | {:.1} |",
+            b.rate, b.commands, b.redis_cpu, b.own_cpu
+        );
+    };
+    for _ in 0..args.rounds {
+        for (shared, shape) in [(false, Shape::Apart), (true, Shape::Shared)] {
+            if !args.shapes.is_empty() && !args.shapes.contains(&shape) {
+                continue;
+            }
+            for &mode in Mode::value_variants() {
+                if !args.modes.is_empty() && !args.modes.contains(&mode) {
+                    continue;
                 }
+                if let (Some(binary), Mode::NextAck, 1) = (&args.baseline, mode, partitions) {
+                    row(
+                        "next + ack, baseline build",
+                        shared,
+                        &burst_baseline(binary, jobs, shared),
+                    );
+                }
+                let how = match mode {
+                    Mode::NextAck => "next + ack",
+                    Mode::Prefetch => "next + ack, prefetch(64)",
+                    Mode::PrefetchBatched => "next + ack_batched, prefetch(64)",
+                    Mode::AckAndNext => "ack_and_next, prefetch(64)",
+                    Mode::Batch => "next_batch(64) + ack",
+                    Mode::BatchAckMany => "next_batch(64) + ack_many",
+                };
+                let burst = burst(jobs, partitions, mode, shared, args.stats).await;
+                row(how, shared, &burst);
             }
         }
     }

@@ -37,7 +37,8 @@
 //!    `ticker-mass-<limit>.svg` and `ticker-blocked-<limit>.svg` (see
 //!    `tiered_timer_benchmarks::plot`).
 //!
-//! Workloads, each in a fresh process, as in `examples/compare.rs`:
+//! Workloads, each in a fresh process, as in `compare` (the same code:
+//! `tiered_timer_benchmarks::guards` and `expiry`):
 //! - `guard-tasks` (compare's 1b): 1 000 tasks arm and cancel guards in
 //!   turn, 1 000 000 in all; wall ns per guard and process CPU;
 //! - `guard-busy` (1c): one thread arms and cancels guards by hand among
@@ -49,26 +50,60 @@
 //!   CPU-bound request arrives every 250 ms, plus the ticker, for 3 s;
 //!   lateness p50/p99/max of both, CPU.
 //!
-//! Knobs (environment): `QUOTA_CPUS`, the limits, default `none,1,0.5`;
-//! `QUOTA_RUNS`, runs per limit, default 3; `QUOTA_WORKERS`, runtime
-//! workers, default 2; `QUOTA_GUARDS`, guards per guard run, default
-//! 1 000 000; `QUOTA_BLOCKED_MS`, length of `blocked`, default 3000.
+//! Knobs (`--help`; each also read from its old environment variable):
+//! `--cpus` (`QUOTA_CPUS`), the limits, default `none,1,0.5`; `--runs`
+//! (`QUOTA_RUNS`), runs per limit, default 3; `--workers`
+//! (`QUOTA_WORKERS`), runtime workers, default 2; `--guards`
+//! (`QUOTA_GUARDS`), guards per guard run, default 1 000 000;
+//! `--blocked-ms` (`QUOTA_BLOCKED_MS`), length of `blocked`, default 3000.
+//! The children get them in their request (`tiered_timer_benchmarks::child`),
+//! gated: each waits for `go` until this process has placed it in the group.
 
-use std::future::Future;
-use std::hint::black_box;
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::pin::{pin, Pin};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use clap::Parser;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use tiered_timer_benchmarks::child;
+use tiered_timer_benchmarks::expiry::{blocked_sleepers, cpu_bound_requests, mass_expiry, ticker};
+use tiered_timer_benchmarks::guards::{
+    guards_by_hand, guards_in_tasks, in_busy_server, PendingOnce, BUSY_GUARD_TIMEOUT,
+};
+use tiered_timer_benchmarks::machine::{describe as machine, utc_date};
 use tiered_timer_benchmarks::plot::{self, Curve, LatenessHistogram};
 use tiered_timer_benchmarks::quota::{self, CpuGroup};
-use tiered_timer_benchmarks::{process_cpu, target_dir, utc_date};
+use tiered_timer_benchmarks::stats::{lateness_ms, median};
+use tiered_timer_benchmarks::timers::Imp;
+use tiered_timer_benchmarks::{process_cpu, runtime, target_dir};
+
+/// Our timer's two locks, and tokio's timer, under CFS CPU quotas (cgroup
+/// v1): a markdown table per limit, JSON lines and SVG plots. Needs root.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "lock_quota")]
+struct Args {
+    /// The workloads to run, by key or its start: guard-tasks, guard-busy,
+    /// mass, blocked. All by default.
+    workloads: Vec<String>,
+    /// The CPU limits, comma-separated: `none`, or a number of CPUs.
+    #[arg(long, env = "QUOTA_CPUS", default_value = "none,1,0.5")]
+    cpus: String,
+    /// Runs per limit (the tables show medians).
+    #[arg(long, env = "QUOTA_RUNS", default_value_t = 3)]
+    runs: usize,
+    /// Workers of each child's runtime.
+    #[arg(long, env = "QUOTA_WORKERS", default_value_t = 2)]
+    workers: usize,
+    /// Guards per run of the guard workloads.
+    #[arg(long, env = "QUOTA_GUARDS", default_value_t = 1_000_000)]
+    guards: u32,
+    /// Length of `blocked`, in ms.
+    #[arg(long, env = "QUOTA_BLOCKED_MS", default_value_t = 3000)]
+    blocked_ms: u64,
+}
 
 // ---------------------------------------------------------------------------
 // What is compared, and how it is reported.
@@ -172,20 +207,12 @@ impl Unit {
     }
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--child") {
-        child(&args[1..]);
+    if let Some(request) = child::request::<Request>() {
+        serve(request);
         return;
     }
-    if let Err(e) = compare(&args) {
+    if let Err(e) = compare(&Args::parse()) {
         eprintln!("lock_quota: error: {e}");
         std::process::exit(2);
     }
@@ -199,9 +226,10 @@ fn parse_limits(text: &str) -> Result<Vec<Option<f64>>, String> {
     text.split(',')
         .map(|l| match l.trim() {
             "none" => Ok(None),
-            cpus => cpus.parse::<f64>().map(Some).map_err(|_| {
-                format!("QUOTA_CPUS: {cpus:?} is neither `none` nor a number of CPUs")
-            }),
+            cpus => cpus
+                .parse::<f64>()
+                .map(Some)
+                .map_err(|_| format!("--cpus: {cpus:?} is neither `none` nor a number of CPUs")),
         })
         .collect()
 }
@@ -214,19 +242,22 @@ fn limit_slug(limit: Option<f64>) -> String {
     limit.map_or("none".into(), |c| format!("{c}cpu"))
 }
 
-fn compare(args: &[String]) -> Result<(), String> {
+fn compare(args: &Args) -> Result<(), String> {
     // Before building anything: no quota, no comparison.
     let hierarchy = quota::cpu_hierarchy()?;
-    let limits =
-        parse_limits(&std::env::var("QUOTA_CPUS").unwrap_or_else(|_| "none,1,0.5".into()))?;
-    let runs = env_or("QUOTA_RUNS", 3usize);
+    let limits = parse_limits(&args.cpus)?;
+    let runs = args.runs;
     let workloads: Vec<&Workload> = WORKLOADS
         .iter()
-        .filter(|w| args.is_empty() || args.iter().any(|a| w.key.starts_with(a.as_str())))
+        .filter(|w| {
+            args.workloads.is_empty()
+                || args.workloads.iter().any(|a| w.key.starts_with(a.as_str()))
+        })
         .collect();
     if workloads.is_empty() {
         return Err(format!(
-            "no workload matches {args:?} (workloads: guard-tasks, guard-busy, mass, blocked)"
+            "no workload matches {:?} (workloads: guard-tasks, guard-busy, mass, blocked)",
+            args.workloads
         ));
     }
     let out_dir = target_dir().join("lock-quota");
@@ -257,7 +288,12 @@ fn compare(args: &[String]) -> Result<(), String> {
                         workload.key,
                         column.label
                     );
-                    let mut line = run_in_group(&group, bin_of(column.lock), workload.key, column)?;
+                    let request = Request::Workload {
+                        workload: workload.key.to_string(),
+                        imp: column.imp,
+                        settings: Settings::of(args),
+                    };
+                    let mut line = run_in_group(&group, bin_of(column.lock), &request, column)?;
                     line["limit"] = json!(limit_slug(limit));
                     line["run"] = json!(run + 1);
                     eprintln!("{}", summary(&line, workload));
@@ -271,14 +307,14 @@ fn compare(args: &[String]) -> Result<(), String> {
         results.push(per_workload);
     }
 
-    let table = tables(&limits, &workloads, &results);
+    let table = tables(args, &limits, &workloads, &results);
     print!("{table}");
     write_file(&out_dir.join("table.md"), &table)?;
     write_file(&out_dir.join("results.jsonl"), &jsonl)?;
     for (l, &limit) in limits.iter().enumerate() {
         for (w, workload) in workloads.iter().enumerate() {
             if workload.metrics.iter().any(|m| m.0 == "ticker_p99_ms") {
-                ticker_plot(&out_dir, limit, workload, &results[l][w])?;
+                ticker_plot(&out_dir, args.workers, limit, workload, &results[l][w])?;
             }
         }
     }
@@ -335,11 +371,7 @@ fn build(out_dir: &Path, feature: Option<&str>) -> Result<PathBuf, String> {
     let copy = out_dir.join(format!("lock_quota-{lock}"));
     std::fs::copy(&built, &copy)
         .map_err(|e| format!("cannot copy {} to {}: {e}", built.display(), copy.display()))?;
-    let reported = Command::new(&copy)
-        .args(["--child", "lock"])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", copy.display()))?;
-    let reported = String::from_utf8_lossy(&reported.stdout).trim().to_string();
+    let reported: String = child::run(&copy, &Request::Lock)?;
     if reported != lock {
         return Err(format!(
             "{} says its lock is {reported:?}, not {lock:?}",
@@ -349,44 +381,18 @@ fn build(out_dir: &Path, feature: Option<&str>) -> Result<PathBuf, String> {
     Ok(copy)
 }
 
-/// Runs `bin`'s child for `workload` and `column` inside `group`, and
+/// Runs `bin`'s child for `request` (of `column`) inside `group`, and
 /// returns its JSON line with the group's throttling over its life.
 fn run_in_group(
     group: &CpuGroup,
     bin: &Path,
-    workload: &str,
+    request: &Request,
     column: &Column,
 ) -> Result<Value, String> {
-    let imp = column.imp.name();
     let before = group.stat()?;
-    let mut child = Command::new(bin)
-        .args(["--child", workload, imp])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-    let placed = group.add(child.id());
-    // Releases the child (or, on error, lets it exit at once).
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let go = if placed.is_ok() { "go\n" } else { "stop\n" };
-    let _ = stdin.write_all(go.as_bytes());
-    drop(stdin);
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("waiting for the {workload} child: {e}"))?;
-    placed?;
+    let place = |pid: u32| group.add(pid);
+    let mut line: Value = child::run_gated(bin, request, Some(&place))?;
     let throttling = group.stat()?.since(before);
-    if !out.status.success() {
-        return Err(format!(
-            "the {workload} child ({imp}, {}) failed: {}",
-            column.lock,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut line: Value = serde_json::from_str(stdout.trim())
-        .map_err(|e| format!("the {workload} child printed no JSON line ({e}): {stdout}"))?;
     if line["lock"] != column.lock {
         return Err(format!(
             "{} reports lock {}, not {}",
@@ -422,30 +428,9 @@ fn summary(line: &Value, workload: &Workload) -> String {
     parts.join(", ")
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    if xs.is_empty() {
-        return f64::NAN;
-    }
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-fn machine() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{model}, {cores} cores, {}", std::env::consts::OS)
-}
-
 /// The markdown tables, one per limit: medians of the runs.
 fn tables(
+    args: &Args,
     limits: &[Option<f64>],
     workloads: &[&Workload],
     results: &[Vec<Vec<Vec<Value>>>],
@@ -457,8 +442,7 @@ fn tables(
     );
     out.push_str(&format!(
         "{} runtime workers; medians of {} runs; each value from a fresh process; CFS period 100 ms.\n",
-        env_or("QUOTA_WORKERS", 2usize),
-        env_or("QUOTA_RUNS", 3usize)
+        args.workers, args.runs
     ));
     let throttle_rows: [(&str, &str, Unit); 2] = [
         (
@@ -488,7 +472,7 @@ fn tables(
             for (r, &(key, label, unit)) in rows.enumerate() {
                 let medians: Vec<f64> = results[l][w]
                     .iter()
-                    .map(|runs| median(runs.iter().filter_map(|line| line[key].as_f64()).collect()))
+                    .map(|runs| median(runs.iter().filter_map(|line| line[key].as_f64())))
                     .collect();
                 let cells: Vec<String> = medians.iter().map(|&v| unit.show(v)).collect();
                 let ratio = medians[1] / medians[0];
@@ -512,6 +496,7 @@ fn tables(
 /// curve per column.
 fn ticker_plot(
     out_dir: &Path,
+    workers: usize,
     limit: Option<f64>,
     workload: &Workload,
     runs: &[Vec<Value>],
@@ -540,7 +525,7 @@ fn ticker_plot(
             "the blocked worker"
         },
         limit_label(limit),
-        env_or("QUOTA_WORKERS", 2usize),
+        workers,
         match runs.first().map_or(0, Vec::len) {
             1 => "1 run".to_string(),
             n => format!("{n} runs pooled"),
@@ -554,49 +539,62 @@ fn ticker_plot(
 // ---------------------------------------------------------------------------
 // The child: one workload, one JSON line.
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Imp {
-    Ours,
-    Tokio,
+/// What a child of this program is asked (`tiered_timer_benchmarks::child`).
+#[derive(Serialize, Deserialize, Debug)]
+enum Request {
+    /// Which lock this build has: replies `LOCK`.
+    Lock,
+    /// One run of `workload` with `imp`, gated: the child waits for `go`.
+    Workload {
+        workload: String,
+        imp: Imp,
+        settings: Settings,
+    },
 }
 
-impl Imp {
-    fn name(self) -> &'static str {
-        match self {
-            Imp::Ours => "ours",
-            Imp::Tokio => "tokio",
+/// The knobs a child's workload needs.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+struct Settings {
+    workers: usize,
+    guards: u32,
+    blocked_ms: u64,
+}
+
+impl Settings {
+    fn of(args: &Args) -> Settings {
+        Settings {
+            workers: args.workers,
+            guards: args.guards,
+            blocked_ms: args.blocked_ms,
         }
     }
 }
 
-fn child(args: &[String]) {
-    if args.first().map(String::as_str) == Some("lock") {
-        println!("{LOCK}");
-        return;
-    }
-    let [workload, imp] = args else {
-        panic!("usage: lock_quota --child <workload> <ours|tokio>");
+/// The child's side of `request`.
+fn serve(request: Request) {
+    let (workload, imp, settings) = match request {
+        Request::Lock => return child::reply(&LOCK),
+        Request::Workload {
+            workload,
+            imp,
+            settings,
+        } => (workload, imp, settings),
     };
-    let imp = match imp.as_str() {
-        "ours" => Imp::Ours,
-        "tokio" => Imp::Tokio,
-        other => panic!("unknown implementation {other:?}"),
-    };
+    assert!(
+        matches!(imp, Imp::Ours | Imp::Tokio),
+        "lock_quota compares ours and tokio, not {}",
+        imp.name()
+    );
     // Wait until the parent has put this process in its cgroup: every
     // thread made after this is in it too.
-    let mut go = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut go)
-        .expect("read the go line");
-    if go.trim() != "go" {
+    if !child::wait_for_go() {
         std::process::exit(1);
     }
     let (values, lateness) = match workload.as_str() {
-        "guard-tasks" => (guard_tasks(imp), Map::new()),
-        "guard-busy" => (guard_busy(imp), Map::new()),
-        "mass" => mass_with_ticker(imp),
-        "blocked" => blocked_with_ticker(imp),
+        "guard-tasks" => (guard_tasks(imp, settings), Map::new()),
+        "guard-busy" => (guard_busy(imp, settings), Map::new()),
+        "mass" => mass_with_ticker(imp, settings),
+        "blocked" => blocked_with_ticker(imp, settings),
         other => panic!("unknown workload {other:?}"),
     };
     let mut line = json!({ "workload": workload, "imp": imp.name(), "lock": LOCK });
@@ -604,189 +602,59 @@ fn child(args: &[String]) {
         line[key] = json!(value);
     }
     line["lateness"] = Value::Object(lateness);
-    println!("{line}");
-}
-
-fn runtime(all: bool) -> tokio::runtime::Runtime {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(env_or("QUOTA_WORKERS", 2));
-    if all {
-        builder.enable_all();
-    } else {
-        builder.enable_time();
-    }
-    builder.build().expect("tokio runtime")
-}
-
-async fn sleep_until(imp: Imp, deadline: Instant) {
-    match imp {
-        Imp::Ours => tiered_timer::sleep_until(deadline.into()).await,
-        Imp::Tokio => tokio::time::sleep_until(deadline.into()).await,
-    }
+    child::reply(&line);
 }
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// p50, p99 and max in ms of `samples` (ns), sorted here.
-fn percentiles(samples: &mut [u64]) -> [f64; 3] {
-    samples.sort_unstable();
-    let at = |p: f64| {
-        let idx = ((samples.len() as f64 - 1.0) * p).round() as usize;
-        samples.get(idx).map_or(f64::NAN, |&ns| ns as f64 / 1e6)
-    };
-    [at(0.5), at(0.99), at(1.0)]
-}
-
-/// Pending on the first poll, ready on the second; wakes itself when
-/// `wake` so it can run as a task (as compare's).
-struct PendingOnce {
-    polled: bool,
-    wake: bool,
-}
-
-impl Future for PendingOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if std::mem::replace(&mut self.polled, true) {
-            Poll::Ready(())
-        } else {
-            if self.wake {
-                cx.waker().wake_by_ref();
-            }
-            Poll::Pending
-        }
-    }
-}
-
-fn guards() -> u32 {
-    env_or("QUOTA_GUARDS", 1_000_000)
-}
-
-impl PendingOnce {
-    fn new(wake: bool) -> PendingOnce {
-        PendingOnce {
-            polled: false,
-            wake,
-        }
-    }
-}
+/// The guard of the guard workloads run by tasks.
+const GUARD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Tasks of `guard-tasks`.
+const GUARD_TASKS: u32 = 1000;
 
 /// compare's 1b: 1 000 tasks each arming and cancelling guards in turn.
-fn guard_tasks(imp: Imp) -> Vec<(&'static str, f64)> {
-    let timeout = Duration::from_secs(5);
-    match imp {
-        Imp::Ours => {
-            guards_in_tasks(move || tiered_timer::timeout(timeout, PendingOnce::new(true)))
-        }
-        Imp::Tokio => {
-            guards_in_tasks(move || tokio::time::timeout(timeout, PendingOnce::new(true)))
-        }
-    }
-}
-
-fn guards_in_tasks<G>(make: impl Fn() -> G + Copy + Send + 'static) -> Vec<(&'static str, f64)>
-where
-    G: Future + Send,
-{
-    const TASKS: u32 = 1000;
-    let per_task = (guards() / TASKS).max(1);
-    let rt = runtime(false);
+fn guard_tasks(imp: Imp, settings: Settings) -> Vec<(&'static str, f64)> {
+    let per_task = (settings.guards / GUARD_TASKS).max(1);
+    let rt = runtime::multi_thread(settings.workers);
     let cpu = process_cpu();
-    let start = Instant::now();
-    rt.block_on(async move {
-        let handles: Vec<_> = (0..TASKS)
-            .map(|_| {
-                tokio::spawn(async move {
-                    for _ in 0..per_task {
-                        black_box(make().await);
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.await.unwrap();
-        }
-    });
-    let wall = start.elapsed();
-    let cpu = process_cpu() - cpu;
-    vec![
-        (
-            "ns_per_guard",
-            wall.as_nanos() as f64 / f64::from(TASKS * per_task),
+    let ns = match imp {
+        Imp::Ours => guards_in_tasks(
+            || tiered_timer::timeout(GUARD_TIMEOUT, PendingOnce::in_task()),
+            &rt,
+            GUARD_TASKS,
+            per_task,
         ),
-        ("cpu_ms", ms(cpu)),
-    ]
+        _ => guards_in_tasks(
+            || tokio::time::timeout(GUARD_TIMEOUT, PendingOnce::in_task()),
+            &rt,
+            GUARD_TASKS,
+            per_task,
+        ),
+    };
+    let cpu = process_cpu() - cpu;
+    vec![("ns_per_guard", ns), ("cpu_ms", ms(cpu))]
 }
 
 /// compare's 1c: guards by hand on this thread in a server runtime with
 /// 100 000 other timers pending, parked once.
-fn guard_busy(imp: Imp) -> Vec<(&'static str, f64)> {
-    let rt = runtime(true);
-    let _in_rt = rt.enter();
-    let mut cx = Context::from_waker(Waker::noop());
-    let mut others: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = (0..100_000u64)
-        .map(|i| {
-            let d = Duration::from_secs(20) + Duration::from_micros(i * 100);
-            match imp {
-                Imp::Ours => {
-                    Box::pin(tiered_timer::sleep(d)) as Pin<Box<dyn Future<Output = ()> + Send>>
-                }
-                Imp::Tokio => Box::pin(tokio::time::sleep(d)),
-            }
-        })
-        .collect();
-    for other in &mut others {
-        assert!(other.as_mut().poll(&mut cx).is_pending());
-    }
-    rt.block_on(sleep_until(imp, Instant::now() + Duration::from_millis(1)));
-    let timeout = Duration::from_secs(60);
-    let values = match imp {
-        Imp::Ours => guards_by_hand(|| tiered_timer::timeout(timeout, PendingOnce::new(false))),
-        Imp::Tokio => guards_by_hand(|| tokio::time::timeout(timeout, PendingOnce::new(false))),
-    };
-    drop(others);
-    values
-}
-
-fn guards_by_hand<G: Future>(make: impl Fn() -> G) -> Vec<(&'static str, f64)> {
-    let n = guards();
-    let mut cx = Context::from_waker(Waker::noop());
-    let cpu = process_cpu();
-    let start = Instant::now();
-    for _ in 0..n {
-        let mut guard = pin!(make());
-        assert!(guard.as_mut().poll(&mut cx).is_pending());
-        assert!(black_box(guard.as_mut().poll(&mut cx).is_ready()));
-    }
-    let wall = start.elapsed();
-    let cpu = process_cpu() - cpu;
-    vec![
-        ("ns_per_guard", wall.as_nanos() as f64 / f64::from(n)),
-        ("cpu_ms", ms(cpu)),
-    ]
-}
-
-/// A task sleeping to each next 1 ms boundary until `stop`, skipping
-/// ticks already missed (as `MissedTickBehavior::Skip`); returns each
-/// tick's lateness in ns.
-fn spawn_ticker(imp: Imp, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Vec<u64>> {
-    tokio::spawn(async move {
-        let start = Instant::now();
-        let mut late = Vec::new();
-        let mut k = 0u64;
-        while !stop.load(Ordering::Relaxed) {
-            k += 1;
-            let next = start + Duration::from_millis(k);
-            sleep_until(imp, next).await;
-            let now = Instant::now();
-            late.push(now.duration_since(next).as_nanos() as u64);
-            while start + Duration::from_millis(k + 1) < now {
-                k += 1;
-            }
-        }
-        late
+fn guard_busy(imp: Imp, settings: Settings) -> Vec<(&'static str, f64)> {
+    in_busy_server(imp, settings.workers, || {
+        let cpu = process_cpu();
+        let n = settings.guards;
+        let ns = match imp {
+            Imp::Ours => guards_by_hand(
+                || tiered_timer::timeout(BUSY_GUARD_TIMEOUT, PendingOnce::by_hand()),
+                n,
+            ),
+            _ => guards_by_hand(
+                || tokio::time::timeout(BUSY_GUARD_TIMEOUT, PendingOnce::by_hand()),
+                n,
+            ),
+        };
+        let cpu = process_cpu() - cpu;
+        vec![("ns_per_guard", ns), ("cpu_ms", ms(cpu))]
     })
 }
 
@@ -805,8 +673,8 @@ fn lateness_map(of: &[(&str, &[u64])]) -> Lateness {
 }
 
 fn both_lateness(late: &mut [u64], ticker: &mut [u64], cpu: Duration) -> Vec<(&'static str, f64)> {
-    let [p50, p99, max] = percentiles(late);
-    let [t50, t99, tmax] = percentiles(ticker);
+    let [p50, p99, max] = lateness_ms(late);
+    let [t50, t99, tmax] = lateness_ms(ticker);
     vec![
         ("late_p50_ms", p50),
         ("late_p99_ms", p99),
@@ -820,86 +688,35 @@ fn both_lateness(late: &mut [u64], ticker: &mut [u64], cpu: Duration) -> Vec<(&'
 }
 
 /// compare's 3 with a 1 ms ticker from the first spawn to the last wake.
-fn mass_with_ticker(imp: Imp) -> (Vec<(&'static str, f64)>, Lateness) {
-    const TASKS: usize = 200_000;
-    let rt = runtime(false);
+fn mass_with_ticker(imp: Imp, settings: Settings) -> (Vec<(&'static str, f64)>, Lateness) {
+    let rt = runtime::multi_thread(settings.workers);
     let cpu = process_cpu();
-    let (mut late, mut ticker) = rt.block_on(async move {
+    let (mut late, mut ticks) = rt.block_on(async move {
         let stop = Arc::new(AtomicBool::new(false));
-        let ticker = spawn_ticker(imp, stop.clone());
-        let handles: Vec<_> = (0..TASKS)
-            .map(|i| {
-                let d = Duration::from_millis(1 + (i as u64 * 7919) % 1000);
-                tokio::spawn(async move {
-                    let deadline = Instant::now() + d;
-                    sleep_until(imp, deadline).await;
-                    Instant::now().duration_since(deadline).as_nanos() as u64
-                })
-            })
-            .collect();
-        let mut late = Vec::with_capacity(TASKS);
-        for h in handles {
-            late.push(h.await.unwrap());
-        }
+        let ticker = ticker(imp, stop.clone());
+        let late = mass_expiry(imp).await;
         stop.store(true, Ordering::Relaxed);
         (late, ticker.await.unwrap())
     });
     let cpu = process_cpu() - cpu;
     drop(rt);
-    let values = both_lateness(&mut late, &mut ticker, cpu);
-    let lateness = lateness_map(&[("sleeps", &late), ("ticker", &ticker)]);
+    let values = both_lateness(&mut late, &mut ticks, cpu);
+    let lateness = lateness_map(&[("sleeps", &late), ("ticker", &ticks)]);
     (values, lateness)
 }
 
 /// compare's 7 with a 1 ms ticker over the same length.
-fn blocked_with_ticker(imp: Imp) -> (Vec<(&'static str, f64)>, Lateness) {
-    const SLEEPERS: u64 = 1000;
-    let length = Duration::from_millis(env_or("QUOTA_BLOCKED_MS", 3000));
-    let rt = runtime(false);
+fn blocked_with_ticker(imp: Imp, settings: Settings) -> (Vec<(&'static str, f64)>, Lateness) {
+    let length = Duration::from_millis(settings.blocked_ms);
+    let rt = runtime::multi_thread(settings.workers);
     let stop = Arc::new(AtomicBool::new(false));
-    let requests = std::thread::spawn({
-        let (handle, stop) = (rt.handle().clone(), stop.clone());
-        move || {
-            let start = Instant::now();
-            let mut k = 1;
-            while !stop.load(Ordering::Relaxed) {
-                let next = start + Duration::from_millis(250) * k;
-                std::thread::sleep(next.saturating_duration_since(Instant::now()));
-                k += 1;
-                drop(handle.spawn(async {
-                    let until = Instant::now() + Duration::from_millis(100);
-                    while Instant::now() < until {
-                        std::hint::spin_loop();
-                    }
-                }));
-            }
-        }
-    });
+    let requests = cpu_bound_requests(rt.handle().clone(), stop.clone());
     let cpu = process_cpu();
-    let (mut late, mut ticker) = rt.block_on({
+    let (mut late, mut ticks) = rt.block_on({
         let stop = stop.clone();
         async move {
-            let ticker = spawn_ticker(imp, stop.clone());
-            let end = Instant::now() + length;
-            let handles: Vec<_> = (0..SLEEPERS)
-                .map(|i| {
-                    tokio::spawn(async move {
-                        let mut late = Vec::new();
-                        let mut n = i;
-                        while Instant::now() < end {
-                            n = n.wrapping_mul(31).wrapping_add(7);
-                            let deadline = Instant::now() + Duration::from_millis(5 + n % 50);
-                            sleep_until(imp, deadline).await;
-                            late.push(Instant::now().duration_since(deadline).as_nanos() as u64);
-                        }
-                        late
-                    })
-                })
-                .collect();
-            let mut late = Vec::new();
-            for h in handles {
-                late.extend(h.await.unwrap());
-            }
+            let ticker = ticker(imp, stop.clone());
+            let late = blocked_sleepers(imp, length).await;
             stop.store(true, Ordering::Relaxed);
             (late, ticker.await.unwrap())
         }
@@ -907,7 +724,7 @@ fn blocked_with_ticker(imp: Imp) -> (Vec<(&'static str, f64)>, Lateness) {
     let cpu = process_cpu() - cpu;
     requests.join().unwrap();
     drop(rt);
-    let values = both_lateness(&mut late, &mut ticker, cpu);
-    let lateness = lateness_map(&[("sleeps", &late), ("ticker", &ticker)]);
+    let values = both_lateness(&mut late, &mut ticks, cpu);
+    let lateness = lateness_map(&[("sleeps", &late), ("ticker", &ticks)]);
     (values, lateness)
 }

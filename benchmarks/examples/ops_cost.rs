@@ -13,6 +13,7 @@
 //! With `REDIS_URL` it uses (and deletes) keys under `ttr:{ops-cost-*}`
 //! only; otherwise it starts its own redis-server. A few seconds.
 
+use clap::Parser;
 use tiered_timer_benchmarks::redis_support as support;
 
 use std::future::Future;
@@ -77,9 +78,19 @@ where
     (us(took[CALLS / 2]), us(took[CALLS * 99 / 100]), commands)
 }
 
+/// What the operator's reads cost (`stats`, `dead_letters` next to `pending`) on one Redis: a markdown table.
+#[derive(Parser, Debug)]
+#[command(name = "ops_cost")]
+struct Args {
+    /// The Redis to use (only this program's own keys are touched and
+    /// deleted); a redis-server started here by default.
+    #[arg(long, env = "REDIS_URL")]
+    redis_url: Option<String>,
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let redis = support::Redis::start();
+    let redis = support::Redis::at_or_start(Args::parse().redis_url);
     let url = redis.url.clone();
     println!("| call | partitions | p50 (µs) | p99 (µs) | p50 vs `pending()` | Redis commands per call |");
     println!("|---|---|---|---|---|---|");

@@ -6,7 +6,11 @@
 //! ```sh
 //! cargo run --release -p tiered-timer-benchmarks --example peers                  # full: 4-5 min
 //! PEERS_QUICK=1 cargo run --release -p tiered-timer-benchmarks --example peers    # quick: < 2 min
+//! cargo run --release -p tiered-timer-benchmarks --example peers -- --quick --only fleet
+//! cargo run --release -p tiered-timer-benchmarks --example peers -- --help
 //! ```
+//!
+//! Every knob below is an option too (`PEERS_RATE=100` is `--rate 100`).
 //!
 //! Workloads (each peer on a freshly flushed server, `FLUSHALL SYNC`):
 //!
@@ -47,7 +51,10 @@
 //! so `poll_with_interval` is what a user must add), and rsmq_async's own
 //! `Worker` defaults to 1 s.
 
+use clap::builder::FalseyValueParser;
+use clap::Parser;
 use tiered_timer_benchmarks::redis_support as support;
+use tiered_timer_benchmarks::stats::quantile;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,7 +77,7 @@ const BATCH: usize = 1_000;
 /// "An hour out".
 const HOUR: Duration = Duration::from_secs(3600);
 
-/// The size of a run, from the environment.
+/// The size of a run, from the command line or the environment.
 #[derive(Debug, Clone)]
 struct Scale {
     rate: u64,
@@ -85,44 +92,81 @@ struct Scale {
     /// Worker counts of the fleet workload.
     fleet: Vec<usize>,
     fleet_secs: u64,
-    /// The workloads to run (`PEERS_ONLY`; all by default).
+    /// The workloads to run (`--only`; all by default).
     only: Option<String>,
 }
 
-fn env_or(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number")),
-        Err(_) => default,
-    }
+/// `tiered-timer-jobs` side by side with rsmq_async and apalis-redis,
+/// against redis-servers of its own: markdown tables.
+#[derive(Parser, Debug)]
+#[command(name = "peers")]
+struct Args {
+    /// The quick run: shorter windows and fewer jobs (each default below
+    /// says its quick value).
+    #[arg(long, env = "PEERS_QUICK", value_parser = FalseyValueParser::new())]
+    quick: bool,
+    /// The workloads to run, comma-separated: lateness, fleet, idle,
+    /// schedule, cluster. All by default.
+    #[arg(long, env = "PEERS_ONLY")]
+    only: Option<String>,
+    /// Jobs per second of the lateness and fleet runs.
+    #[arg(long, env = "PEERS_RATE", default_value_t = 1_000)]
+    rate: u64,
+    /// Length of the lateness run, s [default: 20; quick 5].
+    #[arg(long, env = "PEERS_LATENESS_SECS")]
+    lateness_secs: Option<u64>,
+    /// Workers of the lateness and idle runs, each with its own connection.
+    #[arg(long, env = "PEERS_WORKERS", default_value_t = 4)]
+    workers: usize,
+    /// Jobs an hour out during the idle run.
+    #[arg(long, env = "PEERS_IDLE_JOBS", default_value_t = 100_000)]
+    idle_jobs: u64,
+    /// Length of the idle window, s [default: 15; quick 5].
+    #[arg(long, env = "PEERS_IDLE_SECS")]
+    idle_secs: Option<u64>,
+    /// Jobs scheduled one call at a time [default: 10 000; quick 2 000].
+    #[arg(long, env = "PEERS_ONE_BY_ONE")]
+    one_by_one: Option<u64>,
+    /// Jobs scheduled in batches, then measured in Redis' memory
+    /// [default: 1 000 000; quick 100 000].
+    #[arg(long, env = "PEERS_MEMORY_JOBS")]
+    memory_jobs: Option<u64>,
+    /// Jobs due at once for the cluster's claim throughput
+    /// [default: 20 000; quick 5 000].
+    #[arg(long, env = "PEERS_CLAIM_JOBS")]
+    claim_jobs: Option<u64>,
+    /// The peers' pause between empty polls, ms.
+    #[arg(long, env = "PEERS_POLL_MS", default_value_t = 100)]
+    poll_ms: u64,
+    /// Worker counts of the fleet workload, comma-separated.
+    #[arg(
+        long,
+        env = "PEERS_FLEET",
+        value_delimiter = ',',
+        default_value = "1,4,16"
+    )]
+    fleet: Vec<usize>,
+    /// Length of each fleet run, s [default: 5; quick 3].
+    #[arg(long, env = "PEERS_FLEET_SECS")]
+    fleet_secs: Option<u64>,
 }
 
 impl Scale {
-    fn from_env() -> Scale {
-        let quick = std::env::var("PEERS_QUICK").is_ok_and(|v| v != "0");
-        let pick = |full: u64, quick_value: u64| if quick { quick_value } else { full };
+    fn from_args(args: Args) -> Scale {
+        let pick = |full: u64, quick: u64| if args.quick { quick } else { full };
         Scale {
-            rate: env_or("PEERS_RATE", 1_000),
-            lateness_secs: env_or("PEERS_LATENESS_SECS", pick(20, 5)),
-            workers: env_or("PEERS_WORKERS", 4) as usize,
-            idle_jobs: env_or("PEERS_IDLE_JOBS", 100_000),
-            idle_secs: env_or("PEERS_IDLE_SECS", pick(15, 5)),
-            one_by_one: env_or("PEERS_ONE_BY_ONE", pick(10_000, 2_000)),
-            memory_jobs: env_or("PEERS_MEMORY_JOBS", pick(1_000_000, 100_000)),
-            claim_jobs: env_or("PEERS_CLAIM_JOBS", pick(20_000, 5_000)),
-            poll: Duration::from_millis(env_or("PEERS_POLL_MS", 100)),
-            fleet: std::env::var("PEERS_FLEET")
-                .unwrap_or_else(|_| "1,4,16".to_owned())
-                .split(',')
-                .map(|n| {
-                    n.trim()
-                        .parse()
-                        .expect("PEERS_FLEET: worker counts, comma-separated")
-                })
-                .collect(),
-            fleet_secs: env_or("PEERS_FLEET_SECS", pick(5, 3)),
-            only: std::env::var("PEERS_ONLY").ok(),
+            rate: args.rate,
+            lateness_secs: args.lateness_secs.unwrap_or(pick(20, 5)),
+            workers: args.workers,
+            idle_jobs: args.idle_jobs,
+            idle_secs: args.idle_secs.unwrap_or(pick(15, 5)),
+            one_by_one: args.one_by_one.unwrap_or(pick(10_000, 2_000)),
+            memory_jobs: args.memory_jobs.unwrap_or(pick(1_000_000, 100_000)),
+            claim_jobs: args.claim_jobs.unwrap_or(pick(20_000, 5_000)),
+            poll: Duration::from_millis(args.poll_ms),
+            fleet: args.fleet,
+            fleet_secs: args.fleet_secs.unwrap_or(pick(5, 3)),
+            only: args.only,
         }
     }
 
@@ -189,13 +233,7 @@ impl Deliveries {
     fn summary(&self, expected: u64) -> Lateness {
         let mut l = self.lateness.lock().unwrap().clone();
         l.sort_unstable();
-        let pick = |p: f64| {
-            if l.is_empty() {
-                f64::NAN
-            } else {
-                l[((l.len() as f64 - 1.0) * p).round() as usize] as f64 / 1000.0
-            }
-        };
+        let pick = |q: f64| quantile(&l, q).map_or(f64::NAN, |us| us as f64 / 1000.0);
         Lateness {
             p50: pick(0.5),
             p99: pick(0.99),
@@ -240,8 +278,8 @@ impl Stalls {
         self.stop.store(true, Ordering::Relaxed);
         let mut over = self.thread.join().unwrap();
         over.sort_unstable();
-        let p99 = over[((over.len() as f64 - 1.0) * 0.99) as usize] as f64 / 1000.0;
-        (p99, *over.last().unwrap() as f64 / 1000.0)
+        let ms = |q: f64| quantile(&over, q).map_or(f64::NAN, |us| us as f64 / 1000.0);
+        (ms(0.99), ms(1.0))
     }
 }
 
@@ -824,7 +862,7 @@ impl Row {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let scale = Scale::from_env();
+    let scale = Scale::from_args(Args::parse());
     let started = Instant::now();
     eprintln!("{scale:?}");
     let redis = support::Redis::start_own(&[]);

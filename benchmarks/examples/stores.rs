@@ -13,6 +13,7 @@
 //! cargo run --release -p tiered-timer-benchmarks --example stores
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run --release -p tiered-timer-benchmarks --example stores
 //! TTJ_BENCH_ONLY=lateness cargo run --release -p tiered-timer-benchmarks --example stores
+//! cargo run --release -p tiered-timer-benchmarks --example stores -- --help   # the knobs
 //! ```
 //!
 //! The embedded store is in a fresh directory under the system's
@@ -20,26 +21,73 @@
 //! fsyncs are the point); Redis is the one at `REDIS_URL` or a
 //! redis-server started here (no persistence: its writes are not on disk
 //! when they return, the embedded store's are). Reopening and memory are
-//! measured in a child process of their own, so that its resident size
-//! counts nothing else; Redis' memory is its `used_memory` growth. The
+//! measured in a child process of their own
+//! (`tiered_timer_benchmarks::child`), so that its resident size counts
+//! nothing else; Redis' memory is its `used_memory` growth. The
 //! load average is printed before and after: quote it with the numbers.
 //! About a minute.
 
-use tiered_timer_benchmarks::redis_support as support;
-
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use clap::{Parser, ValueEnum};
+use serde::{Deserialize, Serialize};
+use tiered_timer_benchmarks::child;
+use tiered_timer_benchmarks::machine::load_average as load;
+use tiered_timer_benchmarks::redis_support as support;
 use tiered_timer_jobs::Queue;
 
 /// Payload bytes per job.
 const PAYLOAD: usize = 32;
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+/// The embedded store (`file://`) and Redis side by side, against issue
+/// 27's targets: one markdown table.
+#[derive(Parser, Debug)]
+#[command(name = "stores")]
+struct Args {
+    /// Jobs scheduled one by one, from 64 tasks.
+    #[arg(long, env = "TTJ_BENCH_ONE", default_value_t = 64_000)]
+    one: usize,
+    /// Jobs scheduled with `schedule_many`, 1 000 a call.
+    #[arg(long, env = "TTJ_BENCH_MANY", default_value_t = 400_000)]
+    many: usize,
+    /// Length of the lateness run at 1 000 jobs/s, in seconds.
+    #[arg(long, env = "TTJ_BENCH_LATENESS_SECS", default_value_t = 10)]
+    lateness_secs: u64,
+    /// Pending jobs of the reopen and memory measurements.
+    #[arg(long, env = "TTJ_BENCH_REOPEN", default_value_t = 1_000_000)]
+    reopen: usize,
+    /// Where the embedded stores go (their fsyncs are the point: put them
+    /// on the disk you mean); the system's temporary directory by default.
+    #[arg(long, env = "TTJ_BENCH_DIR")]
+    dir: Option<PathBuf>,
+    /// `lateness`: the embedded store's lateness row alone (quick).
+    #[arg(long, env = "TTJ_BENCH_ONLY")]
+    only: Option<Only>,
+    /// The Redis to measure (its keys under `ttr:{bench-*}` are used, and
+    /// its memory is not measured); a redis-server started here by default.
+    #[arg(long, env = "REDIS_URL")]
+    redis_url: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Only {
+    Lateness,
+}
+
+/// The reopen measurement, in a child process: open the store at `url`.
+#[derive(Serialize, Deserialize, Debug)]
+struct Reopen {
+    url: String,
+}
+
+/// What the reopen child measured.
+#[derive(Serialize, Deserialize, Debug)]
+struct Reopened {
+    secs: f64,
+    pending: u64,
+    bytes_per_job: f64,
 }
 
 fn now_us() -> u64 {
@@ -47,15 +95,6 @@ fn now_us() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_micros() as u64
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split(' ')
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Resident memory of this process, bytes.
@@ -73,10 +112,8 @@ fn rss() -> u64 {
 struct Dir(std::path::PathBuf);
 
 impl Dir {
-    fn new(what: &str) -> Dir {
-        let base = std::env::var_os("TTJ_BENCH_DIR")
-            .map(Into::into)
-            .unwrap_or_else(std::env::temp_dir);
+    fn new(base: Option<&PathBuf>, what: &str) -> Dir {
+        let base = base.cloned().unwrap_or_else(std::env::temp_dir);
         let dir = base.join(format!("ttj-bench-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         Dir(dir)
@@ -193,19 +230,18 @@ async fn lateness(url: &str, name: &str, secs: u64) -> (f64, f64, f64, usize) {
 
 /// The child process: opens the store at `url` and reports how long that
 /// took and how much resident memory it added, per pending job.
-async fn reopen_child(url: &str) {
+async fn reopen_child(url: &str) -> Reopened {
     let before = rss();
     let start = Instant::now();
     let queue = connect(url, "reopen").await;
     let pending = queue.pending().await.unwrap();
     let took = start.elapsed();
     let grown = rss().saturating_sub(before);
-    println!(
-        "REOPEN {} {} {}",
-        took.as_secs_f64(),
+    Reopened {
+        secs: took.as_secs_f64(),
         pending,
-        grown as f64 / pending.max(1) as f64
-    );
+        bytes_per_job: grown as f64 / pending.max(1) as f64,
+    }
 }
 
 /// Fills an embedded store with `n` pending jobs, closes it, and reopens
@@ -221,23 +257,13 @@ async fn reopen(dir: &Dir, n: usize) -> (f64, f64) {
         }
     }
     tokio::time::sleep(Duration::from_millis(200)).await; // the store closes
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["reopen", &dir.url()])
-        .output()
-        .expect("run the reopen child");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("REOPEN "))
-        .unwrap_or_else(|| {
-            panic!(
-                "the child said: {text} {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    let fields: Vec<f64> = line[7..].split(' ').map(|f| f.parse().unwrap()).collect();
-    assert_eq!(fields[1] as usize, n / 1000 * 1000, "every job is back");
-    (fields[0], fields[2])
+    let reopened: Reopened = child::run_self(&Reopen { url: dir.url() });
+    assert_eq!(
+        reopened.pending as usize,
+        n / 1000 * 1000,
+        "every job is back"
+    );
+    (reopened.secs, reopened.bytes_per_job)
 }
 
 /// Redis' `used_memory` growth per pending job for `n` jobs, minus the
@@ -289,19 +315,20 @@ async fn flush(url: &str) {
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("reopen") {
-        return reopen_child(&args[2]).await;
+    if let Some(Reopen { url }) = child::request() {
+        return child::reply(&reopen_child(&url).await);
     }
-    let one = env("TTJ_BENCH_ONE", 64_000);
-    let n_many = env("TTJ_BENCH_MANY", 400_000);
-    let secs = env("TTJ_BENCH_LATENESS_SECS", 10) as u64;
-    let n_reopen = env("TTJ_BENCH_REOPEN", 1_000_000);
-    let own_redis = std::env::var("REDIS_URL").is_err();
+    let args = Args::parse();
+    let one = args.one;
+    let n_many = args.many;
+    let secs = args.lateness_secs;
+    let n_reopen = args.reopen;
+    let own_redis = args.redis_url.is_none();
+    let base = args.dir.as_ref();
     eprintln!("load average before: {}", load());
-    if std::env::var("TTJ_BENCH_ONLY").as_deref() == Ok("lateness") {
+    if args.only == Some(Only::Lateness) {
         // The embedded store's lateness alone (quick, for its p99).
-        let dir = Dir::new("late");
+        let dir = Dir::new(base, "late");
         let (p50, p99, max, early) = lateness(&dir.url(), "late", secs).await;
         println!(
             "embedded lateness at 1 000 jobs/s, {secs} s: p50 {p50:.2} / p99 {p99:.2} / \
@@ -311,16 +338,16 @@ async fn main() {
         return;
     }
 
-    let dir = Dir::new("one");
+    let dir = Dir::new(base, "one");
     let e_one = one_by_one(&dir.url(), "one", one).await;
     drop(dir);
-    let dir = Dir::new("many");
+    let dir = Dir::new(base, "many");
     let e_many = many(&dir.url(), "many", n_many).await;
     drop(dir);
-    let dir = Dir::new("late");
+    let dir = Dir::new(base, "late");
     let e_late = lateness(&dir.url(), "late", secs).await;
     drop(dir);
-    let dir = Dir::new("reopen");
+    let dir = Dir::new(base, "reopen");
     let (e_reopen, e_memory) = reopen(&dir, n_reopen).await;
     drop(dir);
     eprintln!(
@@ -329,7 +356,7 @@ async fn main() {
         load()
     );
 
-    let redis = support::Redis::start();
+    let redis = support::Redis::at_or_start(args.redis_url.clone());
     let url = redis.url.clone();
     let r_one = one_by_one(&url, "bench-one", one).await;
     let r_many = many(&url, "bench-many", n_many).await;

@@ -1,5 +1,5 @@
 //! SVG plots of the benchmarks' results, drawn by the benchmark programs
-//! themselves (`examples/compare.rs`, `examples/lock_quota.rs`) so that
+//! themselves (`compare`, `lock_quota`) so that
 //! BENCHMARKS.md can show the numbers of the run it quotes.
 //!
 //! plotters' SVG backend only, with its naive font metrics (no system
@@ -187,13 +187,13 @@ pub struct Bar {
 impl Bar {
     /// The bar of `runs` (at least one value) for `series`.
     pub fn of_runs(series: &str, runs: &[f64]) -> Bar {
-        let mut sorted = runs.to_vec();
-        sorted.sort_by(f64::total_cmp);
+        let low = runs.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = runs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         Bar {
             series: series.to_string(),
-            median: sorted[sorted.len() / 2],
-            low: sorted[0],
-            high: sorted[sorted.len() - 1],
+            median: crate::stats::median(runs.iter().copied()),
+            low,
+            high,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The process's CPU time, for the benchmarks that report it beside wall
-//! time (`examples/compare.rs`, `benches/tower_timeout.rs`).
+//! time (`compare`, `lock_quota`, `compare_delay_queue`, `herd`,
+//! `benches/tower_timeout.rs`).
 
 use std::time::Duration;
 

@@ -15,8 +15,7 @@ use crate::wheel::Polled;
 
 use super::deadlines::Due;
 use super::jobs::{Job, EXPIRED};
-use super::shared::{Shard, Slot};
-use super::Shared;
+use super::shared::{Shard, Shared, Slot};
 
 /// Most entries fired by the waker tokio calls, before it hands the rest to
 /// the driver task.

@@ -17,11 +17,9 @@ use std::collections::BinaryHeap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::sync::{lock, AtomicU8, Mutex, Ordering, Weak};
+use crate::sync::{lock, AtomicU8, Mutex, Ordering};
 use crate::wheel::Key;
 use crate::Instant;
-
-use super::Shared;
 
 /// Waiting in the wheel.
 pub(crate) const PENDING: u8 = 0;
@@ -37,7 +35,6 @@ pub(crate) struct Task {
     state: AtomicU8,
     pub(crate) deadline: Instant,
     pub(crate) key: Key,
-    pub(crate) timer: Weak<Shared>,
     /// The callback, until it runs or is dropped. Kept here rather than
     /// beside the task's key in the wheel, so a wheel slot stays as small
     /// as a sleep needs.
@@ -58,14 +55,12 @@ impl Task {
     pub(crate) fn new(
         deadline: Instant,
         key: Key,
-        timer: Weak<Shared>,
         run: Box<dyn FnOnce() + Send + 'static>,
     ) -> Task {
         Task {
             state: AtomicU8::new(PENDING),
             deadline,
             key,
-            timer,
             run: Mutex::new(Some(run)),
         }
     }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::task::Driver;
-use super::{Config, Lifetime, Shared};
+use super::shared::{Config, Shared};
+use super::task::{Driver, Lifetime};
 use crate::clock::ManualClock;
 use crate::sync::Arc;
 use crate::{Handle, Unfired};
@@ -27,7 +27,7 @@ impl Model {
             shards: 2,
         };
         let (shared, driver) =
-            Shared::new(config, Arc::new(clock.clone()), None, Lifetime::Runtime);
+            super::timer(config, Arc::new(clock.clone()), None, Lifetime::Runtime);
         Model {
             shared,
             _driver: driver,

@@ -32,23 +32,31 @@
 //!
 //! # Layout
 //!
-//! By role, as tokio splits its `runtime/time`:
+//! By role, as tokio splits its `runtime/time`, each module importing only
+//! those below it:
 //!
-//! * [`shared`]: the state a timer shares between its handles, sleeps and
-//!   driver ([`Shared`], one lock and wheel per shard) with its ground
-//!   rules, and the operations the async layer calls on it: register,
-//!   re-file, deregister, schedule, cancel, shut down;
+//! * [`task`]: the driver task ([`Driver`](task::Driver)), the arming of
+//!   its clock sleep, and the waker that flushes where the clock fires it;
 //! * [`flush`]: firing what is due, in bounded batches and lock holds, and
 //!   running the callbacks found due;
-//! * [`task`]: the driver task ([`Driver`](task::Driver)), the clock sleep
-//!   it is armed with, and the waker that flushes where the clock fires it;
+//! * [`shared`]: the state a timer shares between its handles, sleeps and
+//!   driver ([`Shared`], one lock and wheel per shard, and the clock sleep
+//!   the driver waits on) with its ground rules, and the operations the
+//!   async layer calls on it: register, re-file, deregister, schedule,
+//!   cancel, shut down;
 //! * [`deadlines`]: the per-entry deadline words a later reset moves without
-//!   a lock; [`jobs`]: the scheduled callbacks' state and ready queue.
+//!   a lock; [`jobs`]: the scheduled callbacks' state and ready queue;
+//!   [`entry`]: an entry's key and the outcome of filing one.
+//!
+//! The driver task is made from the shared state ([`timer`] makes both),
+//! never the other way round: the state knows its driver only by the waker
+//! the task leaves in it.
 //!
 //! Time itself (instants to ticks and back) is [`crate::ticks`]; the
 //! entries' wheel is the pure core in [`crate::wheel`].
 
 pub(crate) mod deadlines;
+pub(crate) mod entry;
 mod flush;
 pub(crate) mod jobs;
 #[cfg(loom)]
@@ -56,60 +64,36 @@ pub mod loom_api;
 mod shared;
 mod task;
 
-use std::time::Duration;
+pub(crate) use self::entry::{EntryKey, Filing};
+pub(crate) use self::shared::{Config, Counters, Shared};
+pub(crate) use self::task::{Driver, Lifetime};
 
-use crate::wheel::Key;
+use crate::clock::Clock;
+use crate::rt::Runtime;
+use crate::sync::Arc;
 
-pub(crate) use self::shared::Shared;
-pub(crate) use self::task::Lifetime;
-
-/// An entry's key as sleeps and callbacks hold it: its shard and its key in
-/// that shard's wheel, packed in one word.
-pub(crate) type EntryKey = usize;
-
-/// Low bits of an [`EntryKey`] that name the shard.
-const SHARD_BITS: u32 = 6;
-/// Most shards a timer has.
-pub(crate) const MAX_SHARDS: usize = 1 << SHARD_BITS;
-
-fn pack(shard: usize, key: Key) -> EntryKey {
-    debug_assert!(shard < MAX_SHARDS);
-    (key << SHARD_BITS) | shard
-}
-
-fn unpack(key: EntryKey) -> (usize, Key) {
-    (key & (MAX_SHARDS - 1), key >> SHARD_BITS)
-}
-
-/// The outcome of asking the timer to file a sleep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Filing {
-    /// Filed under `key`.
-    Filed { key: EntryKey },
-    /// Its deadline has already been reached.
-    Elapsed,
-    /// The timer has shut down.
-    Shutdown,
-}
-
-/// The timer's configuration, fixed at build time.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Config {
-    pub(crate) tick: Duration,
-    pub(crate) wheel_size: usize,
-    /// Most pending entries before `schedule` refuses more.
-    pub(crate) max_pending: usize,
-    /// How many shards to split the entries into (the runtime's workers).
-    pub(crate) shards: usize,
-}
-
-/// A snapshot of a timer's counters.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Counters {
-    pub(crate) wakeups: u64,
-    pub(crate) fired: u64,
-    pub(crate) cascaded: u64,
-    pub(crate) pending: usize,
+/// Creates a timer's state and its driver future, which the caller must
+/// spawn on a runtime.
+///
+/// With [`Lifetime::Runtime`] the driver keeps the timer alive until the
+/// runtime drops it (a runtime's default timer); with
+/// [`Lifetime::Owners`] it holds it weakly, so the timer ends when its
+/// last owner (a `Timer`, `Handle` or future) is dropped.
+///
+/// # Panics
+///
+/// If the clock cannot make a sleep (tokio's, on a runtime without its
+/// time driver), at the caller's location.
+#[track_caller]
+pub(crate) fn timer(
+    config: Config,
+    clock: Arc<dyn Clock>,
+    runtime: Option<Runtime>,
+    lifetime: Lifetime,
+) -> (Arc<Shared>, Driver) {
+    let shared = Shared::new(config, clock, runtime);
+    let driver = Driver::new(&shared, lifetime);
+    (shared, driver)
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //! re-filing it, swapping its waker, removing it, scheduling and cancelling
 //! callbacks, telling the driver of an earlier bucket, and shutting down.
 //! The flush is in [`flush`](super::flush), the driver task in
-//! [`task`](super::task).
+//! [`task`](super::task), both above this module: the state holds the
+//! clock sleep the driver waits on ([`Arm`]) and the driver task's waker,
+//! but never makes or names the driver itself.
 //!
 //! # Ground rules
 //!
@@ -29,19 +31,40 @@
 //!   without the lock.
 
 use std::task::Waker;
+use std::time::Duration;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, ClockSleep};
 use crate::error::Error;
 use crate::rt::Runtime;
-use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering, ShardLock};
+use crate::shim::shard_lock::ShardLock;
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::ticks::{earliest, Ticks};
 use crate::wheel::{Key, Wheel};
 use crate::Instant;
 
 use super::deadlines::{DeadlineTable, Status};
+use super::entry::{pack, unpack, EntryKey, Filing, MAX_SHARDS};
 use super::jobs::{Job, ReadyQueue, Task, CANCELLED, EXPIRED, PENDING, UNFIRED};
-use super::task::{Arm, Driver, DriverRef, DriverWake, Lifetime};
-use super::{pack, unpack, Config, Counters, EntryKey, Filing, MAX_SHARDS};
+
+/// The timer's configuration, fixed at build time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) tick: Duration,
+    pub(crate) wheel_size: usize,
+    /// Most pending entries before `schedule` refuses more.
+    pub(crate) max_pending: usize,
+    /// How many shards to split the entries into (the runtime's workers).
+    pub(crate) shards: usize,
+}
+
+/// A snapshot of a timer's counters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counters {
+    pub(crate) wakeups: u64,
+    pub(crate) fired: u64,
+    pub(crate) cascaded: u64,
+    pub(crate) pending: usize,
+}
 
 /// What a wheel entry is for. 16 bytes, a sleep's waker: there is one per
 /// pending timer.
@@ -103,6 +126,22 @@ pub(super) struct Shard {
     pub(super) deadlines: DeadlineTable,
 }
 
+/// The clock sleep the driver waits on, and the tick it waits for. Part of
+/// the shared state because both the driver task and the waker the clock
+/// fires re-arm it (see `Shared::arm` in [`task`](super::task)).
+pub(crate) struct Arm {
+    pub(super) sleep: Option<ClockSleep>,
+    pub(super) until: Option<u64>,
+}
+
+impl std::fmt::Debug for Arm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arm")
+            .field("until", &self.until)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What the driver is armed for, and how to wake it.
 #[derive(Debug, Default)]
 pub(super) struct Control {
@@ -134,7 +173,8 @@ pub(crate) struct Shared {
     /// from elsewhere (`None` in the loom models, which have none).
     pub(super) runtime: Option<Runtime>,
     /// The clock sleep the driver waits on. Both the driver task and the
-    /// inline flush in [`DriverWake`] re-arm it; see [`Shared::arm`].
+    /// inline flush where the clock fires re-arm it (`Shared::arm`, in
+    /// [`task`](super::task)).
     pub(super) arm: Mutex<Arm>,
     pub(super) is_shutdown: AtomicBool,
     /// Set when the runtime dropped the driver task before the timer was
@@ -144,25 +184,20 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Creates a timer's state and its driver future, which the caller must
-    /// spawn on a runtime.
+    /// Creates a timer's state, its clock sleep armed for the first turn.
+    /// The driver task is made from it by
+    /// [`Driver::new`](super::task::Driver::new) (see [`super::timer`]).
     ///
     /// # Panics
     ///
     /// If the clock cannot make a sleep (tokio's, on a runtime without its
     /// time driver), at the caller's location.
     #[track_caller]
-    ///
-    /// With [`Lifetime::Runtime`] the driver keeps the timer alive until the
-    /// runtime drops it (a runtime's default timer); with
-    /// [`Lifetime::Owners`] it holds it weakly, so the timer ends when its
-    /// last owner (a `Timer`, `Handle` or future) is dropped.
     pub(crate) fn new(
         config: Config,
         clock: Arc<dyn Clock>,
         runtime: Option<Runtime>,
-        lifetime: Lifetime,
-    ) -> (Arc<Shared>, Driver) {
+    ) -> Arc<Shared> {
         let now = clock.now();
         // Made now rather than on the driver's first turn so that a runtime
         // without tokio's time driver fails in the caller, with tokio's
@@ -181,7 +216,7 @@ impl Shared {
                 deadlines: DeadlineTable::new(),
             })
             .collect();
-        let shared = Arc::new(Shared {
+        Arc::new(Shared {
             shards,
             control: Mutex::new(Control::default()),
             armed_at: AtomicU64::new(u64::MAX),
@@ -195,18 +230,7 @@ impl Shared {
             }),
             is_shutdown: AtomicBool::new(false),
             runtime_gone: AtomicBool::new(false),
-        });
-        let wake = Waker::from(Arc::new(DriverWake {
-            shared: Arc::downgrade(&shared),
-        }));
-        let driver = Driver {
-            shared: match lifetime {
-                Lifetime::Runtime => DriverRef::Strong(shared.clone()),
-                Lifetime::Owners => DriverRef::Weak(Arc::downgrade(&shared)),
-            },
-            wake,
-        };
-        (shared, driver)
+        })
     }
 
     pub(crate) fn config(&self) -> Config {
@@ -494,12 +518,7 @@ impl Shared {
             return Err(Error::AtCapacity);
         }
         state.pending += 1;
-        let task = Arc::new(Task::new(
-            deadline,
-            state.wheel.vacant_key(),
-            Arc::downgrade(self),
-            run,
-        ));
+        let task = Arc::new(Task::new(deadline, state.wheel.vacant_key(), run));
         let job = Job { task: task.clone() };
         let mut tell = None;
         if tick <= now || tick <= state.wheel.elapsed() {
@@ -559,6 +578,12 @@ impl Shared {
         };
         drop(control);
         wake(driver);
+    }
+
+    /// Drops the driver's clock sleep (the timer has shut down).
+    fn disarm(&self) {
+        let old = lock(&self.arm).sleep.take();
+        drop(old);
     }
 
     /// Wakes the driver task, if it is waiting.
@@ -673,9 +698,9 @@ fn wake(waker: Option<Waker>) {
 }
 
 impl Drop for Shared {
-    /// The last owner of a [`Lifetime::Owners`] timer is gone: wake its
-    /// driver task so that it ends. (Callbacks that never ran are dropped
-    /// with the wheel.)
+    /// The last owner of a [`Lifetime::Owners`](super::task::Lifetime::Owners)
+    /// timer is gone: wake its driver task so that it ends. (Callbacks that
+    /// never ran are dropped with the wheel.)
     fn drop(&mut self) {
         let driver = lock(&self.control).driver.take();
         wake(driver);

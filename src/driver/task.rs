@@ -11,27 +11,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Wake, Waker};
 
-use crate::clock::ClockSleep;
 use crate::rt::Runtime;
 use crate::sync::{lock, Arc, Ordering, Weak};
 use crate::ticks::earliest;
 
 use super::flush::{Flushed, DRIVER_BATCH, INLINE_BATCH};
-use super::Shared;
-
-/// The clock sleep the driver waits on, and the tick it waits for.
-pub(super) struct Arm {
-    pub(super) sleep: Option<ClockSleep>,
-    pub(super) until: Option<u64>,
-}
-
-impl std::fmt::Debug for Arm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Arm")
-            .field("until", &self.until)
-            .finish_non_exhaustive()
-    }
-}
+use super::shared::Shared;
 
 /// What arming the driver's clock sleep found.
 #[derive(Debug, PartialEq, Eq)]
@@ -136,12 +121,6 @@ impl Shared {
         !self.shards[0].state.lock().ready.is_empty()
     }
 
-    /// Drops the driver's clock sleep (the timer has shut down).
-    pub(super) fn disarm(&self) {
-        let old = lock(&self.arm).sleep.take();
-        drop(old);
-    }
-
     /// The turn taken where the clock woke [`DriverWake`]: flush what is
     /// due, then re-arm the clock for the next bucket. Callbacks, a flush
     /// too big for one batch, and a re-arm that someone else is doing are
@@ -184,7 +163,7 @@ impl Wake for DriverWake {
     }
 }
 
-/// How long a timer lives: see [`Shared::new`].
+/// How long a timer lives: see [`Driver::new`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lifetime {
     /// Until its runtime drops the driver task.
@@ -219,6 +198,28 @@ pub(crate) struct Driver {
     pub(super) shared: DriverRef,
     /// A [`DriverWake`]: what the clock sleep is polled with.
     pub(super) wake: Waker,
+}
+
+impl Driver {
+    /// The driver task of the timer whose state is `shared`, which the
+    /// caller must spawn on a runtime.
+    ///
+    /// With [`Lifetime::Runtime`] the driver keeps the timer alive until the
+    /// runtime drops it (a runtime's default timer); with
+    /// [`Lifetime::Owners`] it holds it weakly, so the timer ends when its
+    /// last owner (a `Timer`, `Handle` or future) is dropped.
+    pub(crate) fn new(shared: &Arc<Shared>, lifetime: Lifetime) -> Driver {
+        let wake = Waker::from(Arc::new(DriverWake {
+            shared: Arc::downgrade(shared),
+        }));
+        Driver {
+            shared: match lifetime {
+                Lifetime::Runtime => DriverRef::Strong(shared.clone()),
+                Lifetime::Owners => DriverRef::Weak(Arc::downgrade(shared)),
+            },
+            wake,
+        }
+    }
 }
 
 impl Future for Driver {

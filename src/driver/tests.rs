@@ -4,9 +4,12 @@ use std::task::Waker;
 use std::time::Duration;
 
 use super::deadlines::Status;
+use super::entry::{unpack, Filing};
 use super::flush::Flushed;
+use super::shared::Config;
 use super::shared::Slot;
-use super::{unpack, Config, Filing, Lifetime, Shared};
+use super::task::Lifetime;
+use super::timer;
 use crate::sync::Arc;
 
 /// One wheel slot per pending timer: a sleep's waker and no more, so a
@@ -20,7 +23,7 @@ fn a_slot_is_one_waker() {
 /// time must not spin on an entry due between the two.
 #[tokio::test]
 async fn flush_with_a_stale_now_terminates() {
-    let (shared, driver) = Shared::new(
+    let (shared, driver) = timer(
         Config::default(),
         Arc::new(crate::clock::TokioClock),
         None,
@@ -60,7 +63,7 @@ fn thread_per_core_runtimes_spread_over_the_shards() {
         ..Config::default()
     };
     let clock = Arc::new(crate::clock::ManualClock::new());
-    let (shared, _driver) = Shared::new(config, clock, None, Lifetime::Runtime);
+    let (shared, _driver) = timer(config, clock, None, Lifetime::Runtime);
     let shards: Vec<usize> = (0..2)
         .map(|_| {
             let shared = shared.clone();
@@ -95,7 +98,7 @@ fn each_worker_of_a_runtime_has_its_own_shard() {
         ..Config::default()
     };
     let clock = Arc::new(crate::clock::ManualClock::new());
-    let (shared, _driver) = Shared::new(config, clock, None, Lifetime::Runtime);
+    let (shared, _driver) = timer(config, clock, None, Lifetime::Runtime);
     let (tx, rx) = std::sync::mpsc::channel();
     // Each worker files one entry, from a task that blocks it until both
     // have, so that both workers take part.

@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::driver::{Config, Lifetime, Shared};
+use crate::driver::{Config, Lifetime};
 use crate::error::BuildError;
 use crate::sync::Arc;
+use crate::wheel::MAX_WHEEL_SIZE;
 
-use super::{Handle, Timer, MAX_WHEEL_SIZE};
+use super::{Handle, Timer};
 
 /// Configures and builds a [`Timer`].
 ///
@@ -220,7 +221,7 @@ impl Builder {
             ..self.config
         };
         let (shared, driver) =
-            Shared::new(config, self.clock, Some(runtime.clone()), Lifetime::Owners);
+            crate::driver::timer(config, self.clock, Some(runtime.clone()), Lifetime::Owners);
         runtime.spawn(driver);
         Ok(Timer {
             handle: Handle { shared },

@@ -310,7 +310,7 @@ impl Handle {
         let deadline = shared.ticks().clamp(Some(deadline), || shared.own_now());
         let tick = shared.ticks().deadline_tick(deadline);
         let task = shared.schedule(deadline, tick, f)?;
-        Ok(Scheduled::new(task))
+        Ok(Scheduled::new(task, Arc::downgrade(shared)))
     }
 
     /// Returns how many timers are registered on this timer and have neither

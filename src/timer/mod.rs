@@ -15,9 +15,6 @@ pub(crate) mod registry;
 pub use self::builder::Builder;
 pub use self::handle::Handle;
 
-/// The largest accepted `wheel_size`: each level allocates this many buckets.
-pub(crate) const MAX_WHEEL_SIZE: usize = 1 << 20;
-
 /// The default `wheel_size`, also that of a `DelayQueue` made without a
 /// timer.
 pub(crate) const DEFAULT_WHEEL_SIZE: usize = 64;

@@ -124,7 +124,7 @@ fn find_or_start(runtime: &Runtime, id: RuntimeId) -> Handle {
     {
         return Handle { shared };
     }
-    let (shared, driver) = Shared::new(
+    let (shared, driver) = crate::driver::timer(
         Config {
             shards: runtime.workers(),
             ..Config::default()

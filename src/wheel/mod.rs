@@ -63,6 +63,11 @@ pub(crate) use self::list::MAX_ENTRIES;
 use self::list::{Links, List};
 use self::queue::{BucketId, BucketQueue};
 
+/// The largest `wheel_size` a timer accepts: each level allocates this many
+/// buckets. (Here, not with the builder that checks it, so that
+/// `BuildError`'s message can name it without importing the timer.)
+pub(crate) const MAX_WHEEL_SIZE: usize = 1 << 20;
+
 /// Slab capacity kept when the wheel empties; beyond it the slab is freed.
 const SHRINK_ABOVE: usize = 1024;
 

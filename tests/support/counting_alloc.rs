@@ -1,7 +1,7 @@
 //! A global allocator that counts the live heap, for the memory tests
-//! (`tests/soak.rs`, `tests/delay_queue_memory.rs`) and the memory
-//! workloads of the benchmark member's `examples/compare.rs` and
-//! `examples/compare_delay_queue.rs`.
+//! (`tests/soak.rs`, `tests/delay_queue_memory.rs`). The benchmark member
+//! has its own (`tiered_timer_benchmarks::alloc`): this crate's tests must
+//! build from the published package alone.
 //!
 //! Including this file makes `Counting` the global allocator of that whole
 //! binary, so it goes in a test or example of its own, with

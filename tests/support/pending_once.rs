@@ -1,6 +1,6 @@
-//! The request of the tower benchmark
-//! (`benchmarks/benches/tower_timeout.rs`), also checked for its answer in
-//! `tests/tower.rs`; both include this file with
+//! The request `tests/tower.rs` sends through the layer a thousand times at
+//! once (as the benchmark member's `benches/tower_timeout.rs` does, with
+//! its own copy from `tiered_timer_benchmarks::guards`), included with
 //! `#[path = ...] mod pending_once;`.
 
 use std::future::Future;
