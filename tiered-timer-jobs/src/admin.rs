@@ -1,7 +1,7 @@
-//! The operator's view of a queue: [`Queue::stats`] and the dead letters
-//! ([`Queue::dead_letters`], [`Queue::requeue`], [`Queue::requeue_all`],
-//! [`Queue::purge`], [`Queue::purge_all`]). The `ttr` binary is built on
-//! these alone.
+//! The operator's view of a queue: [`Queue::stats`], how late claims were
+//! ([`Queue::lateness`]) and the dead letters ([`Queue::dead_letters`],
+//! [`Queue::requeue`], [`Queue::requeue_all`], [`Queue::purge`],
+//! [`Queue::purge_all`]). The `ttr` binary is built on these alone.
 //!
 //! Ground rules:
 //!
@@ -14,15 +14,20 @@
 //!   [`BATCH`] dead letters per script, so no single script holds Redis
 //!   for long, and stop when a batch comes back short.
 
-use std::fmt;
+#[cfg(feature = "redis")]
 use std::time::{Duration, SystemTime};
 
 #[cfg(feature = "redis")]
 use redis::Value;
 
-use crate::error::Error;
-use crate::human;
-use crate::job::JobId;
+use crate::data::error::Error;
+use crate::data::id::JobId;
+use crate::data::lateness::Lateness;
+#[cfg(feature = "redis")]
+use crate::data::lateness::LATENESS_BOUNDS_MS;
+#[cfg(feature = "redis")]
+use crate::data::stats::Counts;
+use crate::data::stats::{DeadLetter, Stats};
 #[cfg(feature = "redis")]
 use crate::keys::Keys;
 #[cfg(feature = "redis")]
@@ -35,230 +40,6 @@ use crate::scripts;
 /// one `dead_letters` script lists.
 #[cfg(feature = "redis")]
 const BATCH: usize = 500;
-
-/// A snapshot of a queue (or of one of its partitions), by Redis' clock,
-/// from [`Queue::stats`].
-///
-/// `Display` writes one line for a person:
-/// `pending 120 (3 due, most overdue 3m 12s), leased 2 (1 lease(s) expired), dead 1`.
-///
-/// # Examples
-///
-/// ```no_run
-/// # use tiered_timer_jobs::Queue;
-/// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
-/// let stats = queue.stats().await?;
-/// println!("{stats}");
-/// if stats.overdue > std::time::Duration::from_secs(60) {
-///     eprintln!("workers are falling behind: {} jobs due", stats.due_now);
-/// }
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Which partition these numbers are for; `None` for the whole queue.
-    pub partition: Option<u32>,
-    /// Redis' clock when the numbers were read (for a whole queue of
-    /// several partitions, when the last partition was read).
-    pub redis_time: SystemTime,
-    /// Waiting jobs: scheduled, not leased, not dead.
-    pub pending: u64,
-    /// Waiting jobs whose due time has passed: they are ready for a
-    /// worker.
-    pub due_now: u64,
-    /// The earliest due time of a waiting job (`None`: none waiting).
-    pub earliest_due: Option<SystemTime>,
-    /// How overdue the most overdue waiting job is: Redis' now minus the
-    /// earliest due time, zero if nothing waiting is due. (The largest of
-    /// the partitions', each by its own snapshot.)
-    pub overdue: Duration,
-    /// Jobs delivered to workers and not yet acked, including those whose
-    /// lease ran out and that no worker has reclaimed yet.
-    pub leased: u64,
-    /// Leased jobs whose lease has run out: their worker died, hung or
-    /// overran; the next claim delivers them again (or buries them).
-    pub expired_leases: u64,
-    /// The earliest lease expiry (`None`: nothing leased).
-    pub earliest_lease_expiry: Option<SystemTime>,
-    /// Dead letters.
-    pub dead: u64,
-    /// When the most recent dead letter died (`None`: no dead letters).
-    pub latest_death: Option<SystemTime>,
-    /// Damaged frames of an embedded queue's log (always 0 on Redis): the
-    /// quarantine files beside the log (`<queue>.log.quarantine-<offset>`,
-    /// each a damaged last frame that [`repair`](crate::repair) set
-    /// aside; counted when the handle opened the log, until an operator
-    /// deletes them), plus, for a [read-only](crate::Builder::read_only)
-    /// handle, a damaged last frame still at the end of the log, which it
-    /// could not read. Not 0: the jobs in those frames may be missing or
-    /// back; an operator should look.
-    pub damaged_frames: u64,
-    /// The same numbers per partition, in partition order (one entry for
-    /// a queue of one partition); empty in a partition's own `Stats`.
-    pub partitions: Vec<Stats>,
-}
-
-impl Stats {
-    /// How long until the earliest waiting job is due, by Redis' clock at
-    /// [`redis_time`](Stats::redis_time); zero if it is due already,
-    /// `None` if nothing is waiting.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use tiered_timer_jobs::Queue;
-    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
-    /// if let Some(wait) = queue.stats().await?.next_due_in() {
-    ///     println!("next job due in {wait:?}");
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn next_due_in(&self) -> Option<Duration> {
-        let due = self.earliest_due?;
-        Some(due.duration_since(self.redis_time).unwrap_or_default())
-    }
-
-    /// One partition's numbers from the stats script's reply.
-    pub(crate) fn from_reply(partition: u32, reply: &[i64]) -> Result<Stats, Error> {
-        let [now, pending, due_now, earliest_due, leased, expired, earliest_expiry, dead, latest_death] =
-            *reply
-        else {
-            return Err(unexpected_reply("the stats script"));
-        };
-        let count = |n: i64| u64::try_from(n).unwrap_or(0);
-        let overdue = if due_now > 0 {
-            Duration::from_millis(count(now - earliest_due))
-        } else {
-            Duration::ZERO
-        };
-        Ok(Stats {
-            partition: Some(partition),
-            redis_time: at_ms(now).unwrap_or(SystemTime::UNIX_EPOCH),
-            pending: count(pending),
-            due_now: count(due_now),
-            earliest_due: at_ms(earliest_due),
-            overdue,
-            leased: count(leased),
-            expired_leases: count(expired),
-            earliest_lease_expiry: at_ms(earliest_expiry),
-            dead: count(dead),
-            latest_death: at_ms(latest_death),
-            damaged_frames: 0,
-            partitions: Vec::new(),
-        })
-    }
-
-    /// The whole queue's numbers: sums, and the earliest / latest /
-    /// largest of the partitions'.
-    pub(crate) fn total(partitions: Vec<Stats>) -> Stats {
-        let mut total = Stats {
-            partition: None,
-            redis_time: SystemTime::UNIX_EPOCH,
-            pending: 0,
-            due_now: 0,
-            earliest_due: None,
-            overdue: Duration::ZERO,
-            leased: 0,
-            expired_leases: 0,
-            earliest_lease_expiry: None,
-            dead: 0,
-            latest_death: None,
-            damaged_frames: 0,
-            partitions: Vec::new(),
-        };
-        let earliest = |a: Option<SystemTime>, b: Option<SystemTime>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        for p in &partitions {
-            total.redis_time = total.redis_time.max(p.redis_time);
-            total.pending += p.pending;
-            total.due_now += p.due_now;
-            total.earliest_due = earliest(total.earliest_due, p.earliest_due);
-            total.overdue = total.overdue.max(p.overdue);
-            total.leased += p.leased;
-            total.expired_leases += p.expired_leases;
-            total.earliest_lease_expiry =
-                earliest(total.earliest_lease_expiry, p.earliest_lease_expiry);
-            total.dead += p.dead;
-            total.latest_death = total.latest_death.max(p.latest_death);
-            total.damaged_frames += p.damaged_frames;
-        }
-        total.partitions = partitions;
-        total
-    }
-}
-
-impl fmt::Display for Stats {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "pending {}", self.pending)?;
-        if self.due_now > 0 {
-            write!(
-                f,
-                " ({} due, most overdue {})",
-                self.due_now,
-                human::duration(self.overdue)
-            )?;
-        } else if let Some(wait) = self.next_due_in() {
-            write!(f, " (next due in {})", human::duration(wait))?;
-        }
-        write!(f, ", leased {}", self.leased)?;
-        if self.expired_leases > 0 {
-            write!(f, " ({} lease(s) expired)", self.expired_leases)?;
-        }
-        write!(f, ", dead {}", self.dead)?;
-        if self.damaged_frames > 0 {
-            write!(f, ", damaged frames {}", self.damaged_frames)?;
-        }
-        Ok(())
-    }
-}
-
-/// A dead letter, from [`Queue::dead_letters`]: a job that used up its
-/// attempts or was [buried](crate::Job::bury), with why.
-///
-/// # Examples
-///
-/// ```no_run
-/// # use tiered_timer_jobs::Queue;
-/// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
-/// for dead in queue.dead_letters(20).await? {
-///     println!(
-///         "{} after {} attempt(s): {}",
-///         dead.id,
-///         dead.attempts,
-///         dead.last_error.as_deref().unwrap_or("(no reason recorded)"),
-///     );
-/// }
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DeadLetter {
-    /// The job's id.
-    pub id: JobId,
-    /// Its partition.
-    pub partition: u32,
-    /// When it died, by Redis' clock.
-    pub died_at: SystemTime,
-    /// How long it had been dead when listed, by Redis' clock.
-    pub dead_for: Duration,
-    /// How many deliveries it had.
-    pub attempts: u32,
-    /// Its payload's size in bytes.
-    pub payload_len: u64,
-    /// The last error: the reason given to [`Job::fail`](crate::Job::fail),
-    /// [`Job::bury`](crate::Job::bury) or
-    /// [`Job::retry_after_with_reason`](crate::Job::retry_after_with_reason),
-    /// or why the queue gave up on it ("lease expired after 3 attempt(s)",
-    /// followed by the last error a worker gave, if any). `None` for jobs
-    /// that died before this was recorded.
-    pub last_error: Option<String>,
-}
 
 impl Queue {
     /// A snapshot of the queue by Redis' clock: how many jobs are waiting,
@@ -302,7 +83,7 @@ impl Queue {
                 .inner
                 .eval(&scripts::STATS_SCRIPT, keys, Vec::new())
                 .await?;
-            partitions.push(Stats::from_reply(p as u32, &reply)?);
+            partitions.push(stats_from_reply(p as u32, &reply)?);
         }
         Ok(Stats::total(partitions))
     }
@@ -400,7 +181,7 @@ impl Queue {
 
     #[cfg(feature = "redis")]
     async fn requeue_redis(&self, id: &JobId) -> Result<bool, Error> {
-        crate::keys::check_job_id(id.as_str())?;
+        crate::data::id::check_job_id(id.as_str())?;
         let keys = self.inner.keys_of(id);
         let moved: i64 = self
             .inner
@@ -475,7 +256,7 @@ impl Queue {
 
     #[cfg(feature = "redis")]
     async fn purge_redis(&self, id: &JobId) -> Result<bool, Error> {
-        crate::keys::check_job_id(id.as_str())?;
+        crate::data::id::check_job_id(id.as_str())?;
         let keys = self.inner.keys_of(id);
         let removed: i64 = self
             .inner
@@ -546,6 +327,50 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// How late this queue's jobs were claimed, summed over its
+    /// partitions: a histogram of Redis' now at each claim minus the job's
+    /// due time, kept in Redis by the claim script (one `BITFIELD` per
+    /// claim batch). One `GET` per partition.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] or [`Error::Redis`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let lateness = queue.lateness().await?;
+    /// println!("median claim lateness: {:?}", lateness.quantile(0.5));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lateness(&self) -> Result<Lateness, Error> {
+        match &self.inner.backend {
+            #[cfg(feature = "embedded")]
+            Backend::Embedded(local) => local.lateness().await,
+            #[cfg(feature = "redis")]
+            Backend::Redis(_) => self.lateness_redis().await,
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    async fn lateness_redis(&self) -> Result<Lateness, Error> {
+        let mut lateness = Lateness::default();
+        lateness.add_stored(&[]);
+        for keys in &self.inner.redis().partitions {
+            let stored: Option<Vec<u8>> = self
+                .inner
+                .query(redis::cmd("GET").arg(keys.lateness()))
+                .await?;
+            lateness.add_stored(stored.as_deref().unwrap_or_default());
+        }
+        Ok(lateness)
+    }
+}
+
 /// Appends one partition's dead letters from the list script's reply;
 /// returns how many.
 #[cfg(feature = "redis")]
@@ -582,17 +407,61 @@ fn dead_from_reply(
 }
 
 /// A time in ms since the epoch; `None` for the scripts' `-1`.
+#[cfg(feature = "redis")]
 pub(crate) fn at_ms(ms: i64) -> Option<SystemTime> {
     let ms = u64::try_from(ms).ok()?;
     Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
 }
 
-#[cfg(not(feature = "redis"))]
-pub(crate) fn unexpected_reply(what: &str) -> Error {
-    Error::Io {
-        path: std::path::PathBuf::new(),
-        doing: format!("reading {what}"),
-        source: std::io::Error::other("unexpected reply"),
+/// One partition's numbers from the stats script's reply.
+#[cfg(feature = "redis")]
+pub(crate) fn stats_from_reply(partition: u32, reply: &[i64]) -> Result<Stats, Error> {
+    let [now, pending, due_now, earliest_due, leased, expired, earliest_expiry, dead, latest_death] =
+        *reply
+    else {
+        return Err(unexpected_reply("the stats script"));
+    };
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let time = |n: i64| u64::try_from(n).ok();
+    let counts = Counts {
+        now_ms: count(now),
+        pending: count(pending),
+        due_now: count(due_now),
+        earliest_due_ms: time(earliest_due),
+        leased: count(leased),
+        expired_leases: count(expired),
+        earliest_lease_expiry_ms: time(earliest_expiry),
+        dead: count(dead),
+        latest_death_ms: time(latest_death),
+        damaged_frames: 0,
+    };
+    Ok(Stats::of_partition(partition, counts))
+}
+
+/// The Lua that defines `record_lateness(key, late_ms)`, to be included
+/// in the claim script (see the file's comments).
+#[cfg(feature = "redis")]
+pub(crate) const RECORD_LATENESS: &str = include_str!("lua/record_lateness.lua");
+
+/// Adds a partition's lateness histogram as Redis stores it: big-endian
+/// `u32`s, one per bucket (`BITFIELD`'s layout), missing bytes being
+/// zeros.
+#[cfg(feature = "redis")]
+pub(crate) trait AddStored {
+    fn add_stored(&mut self, bytes: &[u8]);
+}
+
+#[cfg(feature = "redis")]
+impl AddStored for Lateness {
+    fn add_stored(&mut self, bytes: &[u8]) {
+        let buckets = LATENESS_BOUNDS_MS.len() + 1;
+        let mut counts = vec![0; buckets];
+        for (i, chunk) in bytes.chunks(4).take(buckets).enumerate() {
+            let mut word = [0u8; 4];
+            word[..chunk.len()].copy_from_slice(chunk);
+            counts[i] = u64::from(u32::from_be_bytes(word));
+        }
+        self.add(&Lateness::from_counts(counts));
     }
 }
 
@@ -605,7 +474,7 @@ pub(crate) fn unexpected_reply(what: &str) -> Error {
     )))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "redis"))]
 mod tests {
     use super::*;
 
@@ -615,7 +484,7 @@ mod tests {
 
     #[test]
     fn a_partition_snapshot_reads_overdue_from_one_clock() {
-        let stats = Stats::from_reply(2, &[10_000, 5, 2, 7_000, 1, 0, 40_000, 3, 9_000]).unwrap();
+        let stats = stats_from_reply(2, &[10_000, 5, 2, 7_000, 1, 0, 40_000, 3, 9_000]).unwrap();
         assert_eq!(stats.partition, Some(2));
         assert_eq!(stats.redis_time, ms(10_000));
         assert_eq!((stats.pending, stats.due_now), (5, 2));
@@ -629,7 +498,7 @@ mod tests {
             "pending 5 (2 due, most overdue 3s), leased 1, dead 3"
         );
 
-        let idle = Stats::from_reply(0, &[10_000, 1, 0, 250_000, 0, 0, -1, 0, -1]).unwrap();
+        let idle = stats_from_reply(0, &[10_000, 1, 0, 250_000, 0, 0, -1, 0, -1]).unwrap();
         assert_eq!(idle.overdue, Duration::ZERO);
         assert_eq!(idle.next_due_in(), Some(Duration::from_secs(240)));
         assert_eq!(idle.earliest_lease_expiry, None);
@@ -637,13 +506,13 @@ mod tests {
             idle.to_string(),
             "pending 1 (next due in 4m), leased 0, dead 0"
         );
-        assert!(Stats::from_reply(0, &[1, 2, 3]).is_err());
+        assert!(stats_from_reply(0, &[1, 2, 3]).is_err());
     }
 
     #[test]
     fn totals_sum_counts_and_take_extremes() {
-        let a = Stats::from_reply(0, &[10_000, 5, 2, 7_000, 1, 1, 9_500, 3, 9_000]).unwrap();
-        let b = Stats::from_reply(1, &[10_004, 4, 1, 8_000, 2, 0, 12_000, 0, -1]).unwrap();
+        let a = stats_from_reply(0, &[10_000, 5, 2, 7_000, 1, 1, 9_500, 3, 9_000]).unwrap();
+        let b = stats_from_reply(1, &[10_004, 4, 1, 8_000, 2, 0, 12_000, 0, -1]).unwrap();
         let total = Stats::total(vec![a.clone(), b.clone()]);
         assert_eq!(total.partition, None);
         assert_eq!(total.redis_time, ms(10_004));
@@ -658,5 +527,140 @@ mod tests {
             total.to_string(),
             "pending 9 (3 due, most overdue 3s), leased 3 (1 lease(s) expired), dead 3"
         );
+    }
+}
+
+#[cfg(all(test, feature = "redis"))]
+mod lateness_tests {
+    use super::*;
+
+    fn stored(counts: &[(usize, u32)]) -> Vec<u8> {
+        let mut bytes = vec![0u8; 4 * 20];
+        for &(i, n) in counts {
+            bytes[4 * i..4 * i + 4].copy_from_slice(&n.to_be_bytes());
+        }
+        bytes
+    }
+
+    #[test]
+    fn stored_counters_decode_sum_and_subtract() {
+        let mut a = Lateness::default();
+        a.add_stored(&stored(&[(0, 5), (3, 2), (19, 1)]));
+        a.add_stored(&stored(&[(0, 1)])[..3]); // short: missing bytes are zeros
+        a.add_stored(&stored(&[(3, 1)]));
+        let buckets = a.buckets();
+        assert_eq!(buckets[0], (Some(Duration::ZERO), 5));
+        assert_eq!(buckets[3], (Some(Duration::from_millis(5)), 3));
+        assert_eq!(buckets[19], (None, 1));
+        assert_eq!(a.total(), 9);
+        assert_eq!(a.quantile(0.5), Some(Duration::ZERO));
+        assert_eq!(a.quantile(0.8), Some(Duration::from_millis(5)));
+        assert_eq!(a.quantile(1.0), None);
+        let mut b = Lateness::default();
+        b.add_stored(&stored(&[(0, 2)]));
+        let between = a.since(&b);
+        assert_eq!(between.total(), 7);
+        assert_eq!(between.buckets()[0].1, 3);
+    }
+
+    /// The Lua recorder against a real redis-server: bucket edges match
+    /// [`LATENESS_BOUNDS_MS`], one command per batch, and the counters
+    /// saturate.
+    #[test]
+    fn the_lua_recorder_fills_the_buckets_rust_reads() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = match std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(e) => panic!(
+                "this test needs redis-server on PATH (apt-get install -y redis-server): {e}"
+            ),
+        };
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut conn = (0..500)
+            .find_map(|_| {
+                client.get_connection().ok().or_else(|| {
+                    std::thread::sleep(Duration::from_millis(10));
+                    None
+                })
+            })
+            .expect("redis-server started");
+        let script = redis::Script::new(&format!(
+            "{RECORD_LATENESS}\nrecord_lateness(KEYS[1], cjson.decode(ARGV[1]))"
+        ));
+        let mut record = |values: &str| {
+            let _: () = script
+                .key("h")
+                .arg(values)
+                .invoke(&mut conn)
+                .expect("record");
+        };
+        // Every bound and one past it: bucket i gets the bound itself and
+        // bucket i + 1 the value after it.
+        let mut values: Vec<u64> = Vec::new();
+        for &bound in &LATENESS_BOUNDS_MS {
+            values.push(bound);
+            values.push(bound + 1);
+        }
+        let before: u64 = stat(&client, "cmdstat_bitfield");
+        record(&format!("{values:?}"));
+        assert_eq!(
+            stat(&client, "cmdstat_bitfield") - before,
+            1,
+            "one BITFIELD per batch"
+        );
+        record("[]");
+        let mut conn = client.get_connection().unwrap();
+        let bytes: Vec<u8> = redis::cmd("GET").arg("h").query(&mut conn).unwrap();
+        let mut read = Lateness::default();
+        read.add_stored(&bytes);
+        let counts: Vec<u64> = read.buckets().iter().map(|b| b.1).collect();
+        // Bucket 0 holds only 0; bucket i >= 1 holds bound[i - 1] + 1 and
+        // bound[i] (for 0 -> 1 and 1 -> 2 those are the same value, twice);
+        // the last holds one past the last bound.
+        let mut expected = vec![2u64; 20];
+        expected[0] = 1;
+        expected[19] = 1;
+        assert_eq!(counts, expected, "{values:?}");
+        // Saturation: a counter stops at u32::MAX instead of wrapping.
+        let _: () = redis::cmd("BITFIELD")
+            .arg(&["h", "SET", "u32", "#5", &u32::MAX.to_string()])
+            .query(&mut conn)
+            .unwrap();
+        record("[20]");
+        let bytes: Vec<u8> = redis::cmd("GET").arg("h").query(&mut conn).unwrap();
+        let mut read = Lateness::default();
+        read.add_stored(&bytes);
+        assert_eq!(read.buckets()[5].1, u64::from(u32::MAX));
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+
+    /// How many times Redis ran a command (`INFO commandstats`).
+    fn stat(client: &redis::Client, which: &str) -> u64 {
+        let mut conn = client.get_connection().unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut conn)
+            .unwrap();
+        info.lines()
+            .find_map(|line| line.strip_prefix(&format!("{which}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
     }
 }

@@ -50,7 +50,7 @@ use redis::{
 };
 use tokio::time::Instant;
 
-use crate::error::Error;
+use crate::data::error::Error;
 use crate::replication::{Durability, Replication};
 
 /// The timing and durability settings every connection of a queue obeys.

@@ -21,43 +21,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::data::error::Error;
 #[cfg(feature = "redis")]
-use crate::keys::{check_queue_name, QUEUES};
+use crate::data::id::check_queue_name;
+#[cfg(feature = "redis")]
+use crate::data::limits::MAX_PARTITIONS;
+use crate::data::listing::QueueInfo;
+#[cfg(feature = "redis")]
+use crate::keys::QUEUES;
 #[cfg(feature = "redis")]
 use crate::queue::Inner;
-
-/// A queue found by [`find_queues`].
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
-/// use std::time::Duration;
-/// let url = "redis://127.0.0.1:6379/";
-/// for found in tiered_timer_jobs::find_queues(url, false, Duration::from_secs(5)).await? {
-///     let queue = tiered_timer_jobs::Queue::builder(url, &found.name)
-///         .partitions(found.partitions)
-///         .connect()
-///         .await?;
-///     println!("{}: {}", found.name, queue.stats().await?);
-/// }
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct QueueInfo {
-    /// The queue's name.
-    pub name: String,
-    /// Its partition count: as registered by its producers, else the
-    /// highest partition found plus one.
-    pub partitions: u32,
-    /// Whether it is in the registry (else it was found by its keys
-    /// alone, and `partitions` may be low if its last partitions are
-    /// empty).
-    pub registered: bool,
-}
 
 /// Every queue on the Redis at `url` (a node of a Redis Cluster if
 /// `cluster`), by name: those in the registry that a queue's first
@@ -189,7 +162,7 @@ async fn redis_queues(
 #[cfg(feature = "redis")]
 fn add_registered(found: &mut BTreeMap<String, QueueInfo>, registry: Vec<(String, u32)>) {
     for (name, partitions) in registry {
-        if check_queue_name(&name).is_err() || !(1..=1024).contains(&partitions) {
+        if check_queue_name(&name).is_err() || !(1..=MAX_PARTITIONS).contains(&partitions) {
             continue;
         }
         found.insert(

@@ -31,11 +31,13 @@
 
 use std::time::Duration;
 
-use crate::error::Error;
-use crate::job::{Job, JobId};
+use crate::data::error::Error;
+use crate::data::id::JobId;
+use crate::data::limits::{millis_up, MAX_SPAN_MS};
+use crate::job::Job;
 #[cfg(feature = "redis")]
 use crate::queue::arg;
-use crate::queue::{millis_up, Backend, Inner, MAX_SPAN_MS};
+use crate::queue::{Backend, Inner};
 #[cfg(feature = "redis")]
 use crate::scripts;
 

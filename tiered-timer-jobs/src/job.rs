@@ -22,69 +22,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::error::Error;
-use crate::queue::{millis_up, Inner, LEASE_RANGE, MAX_SPAN_MS};
-
-/// A job's id: a string, unique within its queue.
-///
-/// [`Queue::schedule`](crate::Queue::schedule) makes a random one;
-/// [`Queue::schedule_with_id`](crate::Queue::schedule_with_id) takes yours,
-/// which makes scheduling idempotent.
-///
-/// # Examples
-///
-/// ```
-/// use tiered_timer_jobs::JobId;
-///
-/// let id = JobId::from("order-42");
-/// assert_eq!(id.as_str(), "order-42");
-/// assert_eq!(id.to_string(), "order-42");
-/// assert_eq!(id, JobId::from(String::from("order-42")));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct JobId(String);
-
-impl JobId {
-    /// The id as a string slice.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The id as an owned string.
-    pub fn into_string(self) -> String {
-        self.0
-    }
-}
-
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<&str> for JobId {
-    fn from(id: &str) -> JobId {
-        JobId(id.to_owned())
-    }
-}
-
-impl From<String> for JobId {
-    fn from(id: String) -> JobId {
-        JobId(id)
-    }
-}
-
-impl From<&JobId> for JobId {
-    fn from(id: &JobId) -> JobId {
-        id.clone()
-    }
-}
-
-impl AsRef<str> for JobId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
+use crate::data::error::Error;
+use crate::data::id::JobId;
+use crate::data::limits::{millis_up, LEASE_RANGE, MAX_SPAN_MS};
+use crate::queue::Inner;
 
 /// A job claimed (by a claim script, or in the embedded store), not yet
 /// handed to a worker.

@@ -29,23 +29,8 @@
 //! |---|---|---|
 //! | [`QUEUES`] (`ttr:queues`) | hash | queue name → its partition count, recorded by the queue's first connect (every later handle adopts it, or must ask for the same count), so that `ttr` and its dashboard find every queue and how it is partitioned |
 
-use crate::error::Error;
-
-/// The longest queue name, in bytes.
-pub(crate) const MAX_QUEUE_NAME: usize = 200;
-/// The longest job id, in bytes.
-pub(crate) const MAX_JOB_ID: usize = 512;
-
 /// The registry of queues: name → partition count (see the module docs).
 pub(crate) const QUEUES: &str = "ttr:queues";
-
-/// The upper bounds (inclusive, in ms) of the lateness histogram's
-/// buckets; a last bucket counts everything later. The claim script's
-/// `record_lateness` (`src/lua/record_lateness.lua`) has the same list.
-pub(crate) const LATENESS_BOUNDS_MS: [u64; 19] = [
-    0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 300_000,
-    900_000, 3_600_000,
-];
 
 /// The keys of one partition, in the order the scripts expect them
 /// (`KEYS[1]` .. `KEYS[5]`; the fifth, the lateness histogram, is for the
@@ -104,45 +89,6 @@ impl Keys {
 /// A leased job's score in the timeline is this plus its lease expiry.
 pub(crate) const LEASED: u64 = 1 << 52;
 
-/// Checks a queue name: 1 to [`MAX_QUEUE_NAME`] bytes, no `{`, `}`, `#`,
-/// whitespace or control characters.
-pub(crate) fn check_queue_name(name: &str) -> Result<(), Error> {
-    let reason = if name.is_empty() {
-        Some("it is empty")
-    } else if name.len() > MAX_QUEUE_NAME {
-        Some("it is longer than 200 bytes")
-    } else if name
-        .chars()
-        .any(|c| matches!(c, '{' | '}' | '#') || c.is_whitespace() || c.is_control())
-    {
-        Some("it contains `{`, `}`, `#`, whitespace or a control character")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(Error::InvalidQueueName {
-            name: name.chars().take(64).collect(),
-            reason,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Checks a job id: 1 to [`MAX_JOB_ID`] bytes.
-pub(crate) fn check_job_id(id: &str) -> Result<(), Error> {
-    if id.is_empty() {
-        Err(Error::InvalidJobId {
-            reason: "it is empty",
-        })
-    } else if id.len() > MAX_JOB_ID {
-        Err(Error::InvalidJobId {
-            reason: "it is longer than 512 bytes",
-        })
-    } else {
-        Ok(())
-    }
-}
-
 /// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (or of
 /// the whole key without one) modulo 16384, as Redis computes it.
 pub(crate) fn slot_of(key: &str) -> u16 {
@@ -197,19 +143,6 @@ mod tests {
         let b = Keys::new("orders", 3, 4);
         assert!(a.timeline().starts_with("ttr:{orders#0}:"));
         assert!(b.marker().starts_with("ttr:{orders#3}:"));
-    }
-
-    #[test]
-    fn names_are_checked() {
-        assert!(check_queue_name("orders").is_ok());
-        assert!(check_queue_name("").is_err());
-        assert!(check_queue_name(&"x".repeat(201)).is_err());
-        assert!(check_queue_name("a{b").is_err());
-        assert!(check_queue_name("a#1").is_err());
-        assert!(check_queue_name("a b").is_err());
-        assert!(check_job_id("").is_err());
-        assert!(check_job_id(&"x".repeat(513)).is_err());
-        assert!(check_job_id("order-42").is_ok());
     }
 
     #[test]

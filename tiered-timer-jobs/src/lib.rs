@@ -247,17 +247,15 @@ compile_error!("tiered-timer-jobs needs a backend: enable the `embedded` or the 
 mod admin;
 #[cfg(feature = "redis")]
 mod conn;
+mod data;
 mod discover;
 #[cfg(feature = "embedded")]
 mod embedded;
-mod error;
 mod failure;
-mod human;
 mod inspect;
 mod job;
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 mod keys;
-mod lateness;
 mod metrics;
 mod queue;
 mod repair;
@@ -268,15 +266,19 @@ mod scripts;
 #[cfg(feature = "redis")]
 mod wake;
 
-pub use crate::admin::{DeadLetter, Stats};
-pub use crate::discover::{find_queues, QueueInfo};
-pub use crate::error::Error;
+pub use crate::data::error::Error;
+pub use crate::data::id::JobId;
+pub use crate::data::lateness::Lateness;
+pub use crate::data::listing::{
+    JobInfo, JobState, JobSummary, Listing, Page, QueueInfo, MAX_PAGE, PREVIEW,
+};
+pub use crate::data::repaired::{Quarantined, Repaired};
+pub use crate::data::stats::{DeadLetter, Stats};
+pub use crate::discover::find_queues;
 pub use crate::failure::Fate;
-pub use crate::inspect::{JobInfo, JobState, JobSummary, Listing, Page, MAX_PAGE, PREVIEW};
-pub use crate::job::{Job, JobId};
-pub use crate::lateness::Lateness;
+pub use crate::job::Job;
 pub use crate::queue::{Builder, Queue};
-pub use crate::repair::{repair, Quarantined, Repaired};
+pub use crate::repair::repair;
 
 #[cfg(test)]
 mod tests {

@@ -72,7 +72,7 @@ use crate::conn::{
     from_value, is_noscript, no_master, node_client, parse_slots, redis_error, Conn, Limits,
     Single, SlotRange, FIRST_BACKOFF, MAX_BACKOFF,
 };
-use crate::error::Error;
+use crate::data::error::Error;
 
 /// How much a write's survival of a failover matters (see the module
 /// docs).

@@ -83,7 +83,7 @@ pub(crate) static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
         PRELUDE,
         CHAIN,
         BURY,
-        crate::lateness::RECORD_LATENESS,
+        crate::admin::RECORD_LATENESS,
         include_str!("lua/claim.lua"),
     ])
 });

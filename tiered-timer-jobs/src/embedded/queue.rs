@@ -20,14 +20,15 @@ use super::error::StoreError;
 use super::index::{Due, GaveUp, State, Which};
 use super::ops::{self, ClaimOutcome, JobRow};
 use super::store::QueueLog;
-use crate::admin::{DeadLetter, Stats};
-use crate::error::Error;
-use crate::inspect::{JobInfo, JobState, JobSummary, Listing, Page, MAX_PAGE, PREVIEW};
+use crate::data::error::Error;
+use crate::data::id::check_job_id;
+use crate::data::id::JobId;
+use crate::data::lateness::Lateness;
+use crate::data::limits::{CHUNK_BYTES, CHUNK_JOBS};
+use crate::data::listing::{JobInfo, JobState, JobSummary, Listing, Page, MAX_PAGE, PREVIEW};
+use crate::data::stats::{Counts, DeadLetter, Stats};
 use crate::job::Claimed;
-use crate::job::JobId;
-use crate::keys::check_job_id;
-use crate::lateness::Lateness;
-use crate::queue::{Inner, CHUNK_BYTES, CHUNK_JOBS};
+use crate::queue::Inner;
 
 /// An embedded queue handle's own state.
 pub(crate) struct Local {
@@ -196,7 +197,7 @@ impl Local {
                 path: self.log.shared.path.clone(),
             });
         }
-        let lease_ms = crate::queue::millis_up(inner.lease());
+        let lease_ms = crate::data::limits::millis_up(inner.lease());
         loop {
             let closing = self.closing.notified();
             tokio::pin!(closing);
@@ -348,21 +349,11 @@ impl Local {
 
     pub(crate) async fn stats(&self) -> Result<Stats, Error> {
         self.follow().await?;
-        let n = self.log.stats();
-        let reply = [
-            n.now,
-            n.pending,
-            n.due_now,
-            n.earliest_due,
-            n.leased,
-            n.expired_leases,
-            n.earliest_expiry,
-            n.dead,
-            n.latest_death,
-        ];
-        let mut one = Stats::from_reply(0, &reply)?;
-        one.damaged_frames = self.log.damaged_frames();
-        Ok(Stats::total(vec![one]))
+        let counts = Counts {
+            damaged_frames: self.log.damaged_frames(),
+            ..self.log.stats()
+        };
+        Ok(Stats::total(vec![Stats::of_partition(0, counts)]))
     }
 
     pub(crate) async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, Error> {

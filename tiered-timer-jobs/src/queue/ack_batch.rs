@@ -25,8 +25,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use super::{Inner, Queue};
-use crate::error::Error;
-use crate::job::{Job, JobId};
+use crate::data::error::Error;
+use crate::data::id::JobId;
+use crate::job::Job;
 
 /// How many lost acks' ids are kept for [`Queue::flush_acks`] (a worker
 /// that never calls it must not grow without bound).

@@ -2,6 +2,9 @@
 //! by the URL's scheme and refuses settings the backend does not have.
 
 use super::*;
+#[cfg(feature = "redis")]
+use crate::data::id::random_id;
+use crate::data::limits::{millis_up, LEASE_RANGE, MAX_PARTITIONS, MAX_SPAN_MS};
 
 /// Settings for a [`Queue`], from [`Queue::builder`].
 ///
@@ -296,7 +299,10 @@ impl Builder {
                 reason: "max_attempts must be at least 1",
             });
         }
-        if self.partitions.is_some_and(|n| n == 0 || n > 1024) {
+        if self
+            .partitions
+            .is_some_and(|n| n == 0 || n > MAX_PARTITIONS)
+        {
             return Err(Error::InvalidConfig {
                 reason: "partitions must be between 1 and 1024",
             });

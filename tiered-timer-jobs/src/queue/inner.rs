@@ -7,11 +7,14 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 #[cfg(feature = "redis")]
-use super::{arg, RedisPart, CHUNK_BYTES, CHUNK_JOBS};
-use super::{millis_up, Backend, Due, Inner, MAX_DEADLINE_MS, MAX_SPAN_MS};
-use crate::error::Error;
-use crate::job::JobId;
-use crate::keys::check_job_id;
+use super::{arg, RedisPart};
+use super::{Backend, Due, Inner};
+use crate::data::error::Error;
+use crate::data::id::check_job_id;
+use crate::data::id::JobId;
+use crate::data::limits::{millis_up, MAX_DEADLINE_MS, MAX_SPAN_MS};
+#[cfg(feature = "redis")]
+use crate::data::limits::{CHUNK_BYTES, CHUNK_JOBS};
 #[cfg(feature = "redis")]
 use crate::keys::{partition_of, Keys};
 #[cfg(feature = "redis")]

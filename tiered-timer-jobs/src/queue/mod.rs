@@ -25,10 +25,10 @@
 //!   is counted in a `watch` channel so that [`Queue::shutdown`] can wait
 //!   for it to reach zero.
 
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(feature = "redis")]
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -38,9 +38,10 @@ use tokio::sync::watch;
 
 #[cfg(feature = "redis")]
 use crate::conn::{Conn, Limits};
-use crate::error::Error;
-use crate::job::{Job, JobId};
-use crate::keys::check_queue_name;
+use crate::data::error::Error;
+use crate::data::id::check_queue_name;
+use crate::data::id::JobId;
+use crate::job::Job;
 #[cfg(feature = "redis")]
 use crate::keys::{Keys, LEASED, QUEUES};
 #[cfg(feature = "redis")]
@@ -62,30 +63,6 @@ use self::on_redis::resolve_partitions;
 pub(crate) use self::on_redis::{arg, parse};
 pub(crate) use builder::check_url;
 pub use builder::Builder;
-
-/// The latest due time a job may have, in ms since the Unix epoch: 2^52,
-/// well inside the range where a sorted set's `f64` score is exact.
-pub(crate) const MAX_DEADLINE_MS: u64 = 1 << 52;
-
-/// The longest lease, and the longest delay counted from now: 2^51 ms
-/// (about 71 000 years). Both are added to the clock's now (about 2^40.6
-/// ms today), and the sum must stay under [`MAX_DEADLINE_MS`]: a leased
-/// job's timeline score is 2^52 + its lease expiry, exact in a sorted
-/// set's `f64` only while that expiry is below 2^52.
-pub(crate) const MAX_SPAN_MS: u64 = MAX_DEADLINE_MS / 2;
-
-/// What a lease out of range is told, by [`Builder::lease`] and
-/// [`Job::extend_lease`] alike.
-pub(crate) const LEASE_RANGE: &str =
-    "a lease must be at least 1 ms and at most 2^51 ms (about 71 000 years)";
-
-/// The most jobs one batched schedule script takes (see
-/// [`Queue::schedule_many`]): a chunk of 1 000 small jobs holds Redis for
-/// about 3 ms.
-pub(crate) const CHUNK_JOBS: usize = 1_000;
-/// About the most payload bytes one batched schedule script takes: a
-/// chunk closes once it holds this much, however few jobs.
-pub(crate) const CHUNK_BYTES: usize = 4 << 20;
 
 /// The shared state behind every clone of a [`Queue`] and every [`Job`].
 pub(crate) struct Inner {
@@ -418,7 +395,7 @@ impl Queue {
         match &self.inner.backend {
             #[cfg(feature = "embedded")]
             Backend::Embedded(local) => {
-                crate::keys::check_job_id(id.as_str())?;
+                crate::data::id::check_job_id(id.as_str())?;
                 local.cancel(id).await
             }
             #[cfg(feature = "redis")]
@@ -701,46 +678,4 @@ type AckGroup = (Arc<Inner>, u32, Vec<(JobId, String)>);
 enum Due {
     After(Duration),
     At(SystemTime),
-}
-
-/// A duration in whole milliseconds, rounded up (never early).
-pub(crate) fn millis_up(d: Duration) -> u64 {
-    let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
-    u64::try_from(ms).unwrap_or(u64::MAX)
-}
-
-/// 128 random bits as 32 hex digits: a job id or a lease token. Random
-/// keys per process (std's `RandomState`, seeded by the OS) hashing a
-/// process-wide counter.
-pub(crate) fn random_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut first = RandomState::new().build_hasher();
-    first.write_u64(n);
-    let a = first.finish();
-    let mut second = RandomState::new().build_hasher();
-    second.write_u64(n);
-    second.write_u64(a);
-    format!("{a:016x}{:016x}", second.finish())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn millis_round_up() {
-        assert_eq!(millis_up(Duration::ZERO), 0);
-        assert_eq!(millis_up(Duration::from_micros(1)), 1);
-        assert_eq!(millis_up(Duration::from_millis(5)), 5);
-        assert_eq!(millis_up(Duration::from_micros(5001)), 6);
-        assert_eq!(millis_up(Duration::MAX), u64::MAX);
-    }
-
-    #[test]
-    fn random_ids_differ() {
-        let ids: std::collections::HashSet<String> = (0..10_000).map(|_| random_id()).collect();
-        assert_eq!(ids.len(), 10_000);
-        assert!(ids.iter().all(|id| id.len() == 32));
-    }
 }

@@ -3,6 +3,7 @@
 //! The embedded store's counterparts are in `src/embedded/queue.rs`.
 
 use super::*;
+use crate::data::limits::{CHUNK_JOBS, MAX_PARTITIONS};
 use crate::replication::Durability;
 
 impl Queue {
@@ -155,7 +156,7 @@ pub(super) async fn resolve_partitions(
         conn.query(redis::cmd("HGET").arg(QUEUES).arg(name)).await?
     };
     match (recorded, asked) {
-        (Some(recorded), _) if !(1..=1024).contains(&recorded) => {
+        (Some(recorded), _) if !(1..=MAX_PARTITIONS).contains(&recorded) => {
             Err(Error::Redis(redis::RedisError::from((
                 redis::ErrorKind::UnexpectedReturnType,
                 "the registry ttr:queues records an impossible partition count",

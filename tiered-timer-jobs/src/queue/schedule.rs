@@ -3,9 +3,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{random_id, Due, Queue};
-use crate::error::Error;
-use crate::job::JobId;
+use super::{Due, Queue};
+use crate::data::error::Error;
+use crate::data::id::random_id;
+use crate::data::id::JobId;
 
 impl Queue {
     /// Schedules a job due `delay` from now, where "now" is Redis' clock

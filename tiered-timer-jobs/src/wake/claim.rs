@@ -11,9 +11,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::{Baton, Claimed, Event, Kind, Offset, Setup, Shared, KEEP_HORIZON};
-use crate::error::Error;
-use crate::job::JobId;
-use crate::queue::{arg, millis_up, parse};
+use crate::data::error::Error;
+use crate::data::id::JobId;
+use crate::data::limits::millis_up;
+use crate::queue::{arg, parse};
 use crate::replication::Durability;
 use crate::scripts;
 

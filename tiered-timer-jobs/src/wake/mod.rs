@@ -75,7 +75,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::conn::Conn;
-use crate::error::Error;
+use crate::data::error::Error;
 pub(crate) use crate::job::Claimed;
 use crate::keys::Keys;
 use crate::queue::arg;

@@ -16,7 +16,7 @@ use super::{
     Baton, ClaimRequest, Claimed, Event, Kind, Outcome, Shared, With, HOLD, LINGER, PROBE_EVERY,
     WATCH, WATCH_MS,
 };
-use crate::error::Error;
+use crate::data::error::Error;
 
 /// One blocking connection: to the single Redis for all partitions, or to
 /// one partition's master on a cluster.

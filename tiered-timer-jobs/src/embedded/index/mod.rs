@@ -41,7 +41,7 @@ use tiered_timer::wheel_core::{Polled, Wheel};
 
 pub(crate) use super::format::LATENESS_BUCKETS as LATENESS;
 use super::format::{Record, FRAME_HEADER, LATENESS_BUCKETS, NEW_ID_AT};
-use crate::keys::LATENESS_BOUNDS_MS;
+use crate::data::lateness::LATENESS_BOUNDS_MS;
 
 mod delivery;
 mod operator;
@@ -251,20 +251,6 @@ pub(crate) enum GaveUp {
     Lost,
     Rescheduled,
     Buried,
-}
-
-/// One partition's numbers, as `stats.lua` returns them (-1: none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Numbers {
-    pub(crate) now: i64,
-    pub(crate) pending: i64,
-    pub(crate) due_now: i64,
-    pub(crate) earliest_due: i64,
-    pub(crate) leased: i64,
-    pub(crate) expired_leases: i64,
-    pub(crate) earliest_expiry: i64,
-    pub(crate) dead: i64,
-    pub(crate) latest_death: i64,
 }
 
 /// Which jobs a listing pages through (as `list_jobs.lua`).

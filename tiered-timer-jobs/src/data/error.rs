@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::job::JobId;
+use super::id::JobId;
 
 /// What went wrong in a call on a [`Queue`](crate::Queue) or a
 /// [`Job`](crate::Job).
@@ -332,41 +332,6 @@ impl Error {
                 Error::NotRedis(error)
             }
             error => error,
-        }
-    }
-}
-
-#[cfg(feature = "embedded")]
-impl From<crate::embedded::error::StoreError> for Error {
-    fn from(error: crate::embedded::error::StoreError) -> Error {
-        use crate::embedded::error::StoreError;
-        match error {
-            StoreError::NoSpace { path, .. } => Error::DiskFull { path },
-            StoreError::Locked { path } => Error::Locked { path },
-            StoreError::ReadOnly { path } => Error::ReadOnly { path },
-            StoreError::Corrupt {
-                path,
-                offset,
-                reason,
-            } => Error::Corrupt {
-                path,
-                offset,
-                reason,
-            },
-            StoreError::Io {
-                path,
-                doing,
-                source,
-            } => Error::Io {
-                path,
-                doing: doing.to_owned(),
-                source,
-            },
-            StoreError::Failed { path, reason } => Error::Io {
-                path,
-                doing: "the store refuses changes after a failed write; reopen it".to_owned(),
-                source: std::io::Error::other(reason),
-            },
         }
     }
 }
