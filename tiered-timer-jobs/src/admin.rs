@@ -29,12 +29,12 @@ use crate::data::lateness::LATENESS_BOUNDS_MS;
 use crate::data::stats::Counts;
 use crate::data::stats::{DeadLetter, Stats};
 #[cfg(feature = "redis")]
-use crate::keys::Keys;
-#[cfg(feature = "redis")]
 use crate::queue::{arg, parse, Inner};
 use crate::queue::{Backend, Queue};
 #[cfg(feature = "redis")]
-use crate::scripts;
+use crate::redis::keys::Keys;
+#[cfg(feature = "redis")]
+use crate::redis::scripts;
 
 /// How many dead letters one `requeue_all` / `purge_all` script moves, or
 /// one `dead_letters` script lists.
@@ -441,7 +441,7 @@ pub(crate) fn stats_from_reply(partition: u32, reply: &[i64]) -> Result<Stats, E
 /// The Lua that defines `record_lateness(key, late_ms)`, to be included
 /// in the claim script (see the file's comments).
 #[cfg(feature = "redis")]
-pub(crate) const RECORD_LATENESS: &str = include_str!("lua/record_lateness.lua");
+pub(crate) const RECORD_LATENESS: &str = include_str!("redis/lua/record_lateness.lua");
 
 /// Adds a partition's lateness histogram as Redis stores it: big-endian
 /// `u32`s, one per bucket (`BITFIELD`'s layout), missing bytes being

@@ -28,9 +28,9 @@ use crate::data::id::check_queue_name;
 use crate::data::limits::MAX_PARTITIONS;
 use crate::data::listing::QueueInfo;
 #[cfg(feature = "redis")]
-use crate::keys::QUEUES;
-#[cfg(feature = "redis")]
 use crate::queue::Inner;
+#[cfg(feature = "redis")]
+use crate::redis::keys::QUEUES;
 
 /// Every queue on the Redis at `url` (a node of a Redis Cluster if
 /// `cluster`), by name: those in the registry that a queue's first

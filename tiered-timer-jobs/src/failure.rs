@@ -39,7 +39,7 @@ use crate::job::Job;
 use crate::queue::arg;
 use crate::queue::{Backend, Inner};
 #[cfg(feature = "redis")]
-use crate::scripts;
+use crate::redis::scripts;
 
 /// The longest reason kept, in bytes; a longer one is cut at a character
 /// boundary and ends in `…`.

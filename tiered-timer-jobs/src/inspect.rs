@@ -4,8 +4,8 @@
 //!
 //! Ground rules:
 //!
-//! * Every read is one script per partition (`src/lua/inspect_job.lua`,
-//!   `src/lua/list_jobs.lua`), so what it says about a partition is one
+//! * Every read is one script per partition (`src/redis/lua/inspect_job.lua`,
+//!   `src/redis/lua/list_jobs.lua`), so what it says about a partition is one
 //!   snapshot at one instant of Redis' clock; a page over several
 //!   partitions merges snapshots a round trip apart.
 //! * A listing never holds Redis for long: a page is at most [`MAX_PAGE`]
@@ -36,7 +36,7 @@ use crate::data::listing::{JobSummary, PREVIEW};
 use crate::queue::{arg, parse};
 use crate::queue::{Backend, Queue};
 #[cfg(feature = "redis")]
-use crate::scripts;
+use crate::redis::scripts;
 
 #[cfg(feature = "redis")]
 /// On a queue of several partitions, a page must end within this many
@@ -49,13 +49,13 @@ const BATCH: usize = 500;
 
 #[cfg(feature = "redis")]
 pub(crate) static INSPECT_JOB: LazyLock<Script> =
-    LazyLock::new(|| scripts::script(&[include_str!("lua/inspect_job.lua")]));
+    LazyLock::new(|| scripts::script(&[include_str!("redis/lua/inspect_job.lua")]));
 #[cfg(feature = "redis")]
 pub(crate) static LIST_JOBS: LazyLock<Script> =
-    LazyLock::new(|| scripts::script(&[include_str!("lua/list_jobs.lua")]));
+    LazyLock::new(|| scripts::script(&[include_str!("redis/lua/list_jobs.lua")]));
 #[cfg(feature = "redis")]
 static PROMOTE: LazyLock<Script> =
-    LazyLock::new(|| scripts::script(&[include_str!("lua/promote.lua")]));
+    LazyLock::new(|| scripts::script(&[include_str!("redis/lua/promote.lua")]));
 
 impl Queue {
     /// Everything stored about one job: its state, due time, lease expiry
@@ -96,7 +96,7 @@ impl Queue {
         let inner = &self.inner;
         let keys = inner.keys_of(id);
         let partition =
-            crate::keys::partition_of(id.as_str(), inner.redis().partitions.len() as u32);
+            crate::redis::keys::partition_of(id.as_str(), inner.redis().partitions.len() as u32);
         let reply: Vec<Value> = inner
             .eval(&INSPECT_JOB, keys, vec![arg(id.as_str())])
             .await?;

@@ -122,14 +122,14 @@
 //!
 //! # Design
 //!
-//! Per queue (or per partition), under one hash tag (see `src/keys.rs`):
+//! Per queue (or per partition), under one hash tag (see `src/redis/keys.rs`):
 //! a sorted set of jobs (the *timeline*: waiting jobs scored by due time
 //! in milliseconds of Redis' clock, leased ones by 2^52 + their lease
 //! expiry); a hash of payloads, leases (attempts, token, deadline) and
 //! last errors; a sorted set of dead letters scored by when they died; and
 //! a sorted set of wake-up batons.
 //!
-//! Every change is one Lua script (`src/scripts.rs`, `src/lua/`), so it is
+//! Every change is one Lua script (`src/redis/scripts.rs`, `src/redis/lua/`), so it is
 //! atomic:
 //!
 //! * *schedule* reads `TIME`, adds the job unless its id is waiting or
@@ -148,7 +148,7 @@
 //!   they remove, reschedule (or bury), renew (expiry = Redis' now + the
 //!   lease) or hand back the job.
 //!
-//! Waiting is the waker's (`src/wake.rs`): one task per [`Queue`] handle
+//! Waiting is the waker's (`src/redis/wake/`): one task per [`Queue`] handle
 //! that blocks on the batons (`BZPOPMIN`, one worker per baton), converts
 //! a baton's time to a local instant with the clock offset measured on
 //! its last claim (never comparing clocks beyond that: a baton that fires
@@ -245,8 +245,6 @@
 compile_error!("tiered-timer-jobs needs a backend: enable the `embedded` or the `redis` feature (both are default)");
 
 mod admin;
-#[cfg(feature = "redis")]
-mod conn;
 mod data;
 mod discover;
 #[cfg(feature = "embedded")]
@@ -254,17 +252,11 @@ mod embedded;
 mod failure;
 mod inspect;
 mod job;
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-mod keys;
 mod metrics;
 mod queue;
+#[cfg(feature = "redis")]
+mod redis;
 mod repair;
-#[cfg(feature = "redis")]
-mod replication;
-#[cfg(feature = "redis")]
-mod scripts;
-#[cfg(feature = "redis")]
-mod wake;
 
 pub use crate::data::error::Error;
 pub use crate::data::id::JobId;

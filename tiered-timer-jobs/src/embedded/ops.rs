@@ -1,5 +1,5 @@
 //! The store's operations on one queue, one per Redis script (see
-//! `src/lua/`), with the same answers: what the queue's `Queue` and `Job`
+//! `src/redis/lua/`), with the same answers: what the queue's `Queue` and `Job`
 //! methods call on the embedded backend.
 //!
 //! Each change is one call of [`QueueLog::change`]: decided and applied to

@@ -16,9 +16,9 @@ use crate::data::limits::{millis_up, MAX_DEADLINE_MS, MAX_SPAN_MS};
 #[cfg(feature = "redis")]
 use crate::data::limits::{CHUNK_BYTES, CHUNK_JOBS};
 #[cfg(feature = "redis")]
-use crate::keys::{partition_of, Keys};
+use crate::redis::keys::{partition_of, Keys};
 #[cfg(feature = "redis")]
-use crate::scripts;
+use crate::redis::scripts;
 
 impl Inner {
     /// The Redis backend's state. Only Redis code paths call it: every

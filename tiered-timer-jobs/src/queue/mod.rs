@@ -36,18 +36,18 @@ use std::time::{Duration, SystemTime};
 use redis::{FromRedisValue, Script, Value};
 use tokio::sync::watch;
 
-#[cfg(feature = "redis")]
-use crate::conn::{Conn, Limits};
 use crate::data::error::Error;
 use crate::data::id::check_queue_name;
 use crate::data::id::JobId;
 use crate::job::Job;
 #[cfg(feature = "redis")]
-use crate::keys::{Keys, LEASED, QUEUES};
+use crate::redis::conn::{Conn, Limits};
 #[cfg(feature = "redis")]
-use crate::scripts;
+use crate::redis::keys::{Keys, LEASED, QUEUES};
 #[cfg(feature = "redis")]
-use crate::wake::{Setup, Shared};
+use crate::redis::scripts;
+#[cfg(feature = "redis")]
+use crate::redis::wake::{Setup, Shared};
 
 mod ack_batch;
 pub(crate) use ack_batch::AckBatch;

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::data::limits::{CHUNK_JOBS, MAX_PARTITIONS};
-use crate::replication::Durability;
+use crate::redis::replication::Durability;
 
 impl Queue {
     /// One queue handle's, one partition's acks on Redis: the ids refused.

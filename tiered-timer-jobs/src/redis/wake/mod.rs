@@ -10,7 +10,7 @@
 //! block on the marker with `BZPOPMIN`, which hands the baton to exactly
 //! one of them. The holder converts the time to a local instant, sleeps
 //! until then on `tiered-timer`, and claims with the baton; the claim
-//! script passes the baton on to the next event (`src/lua/claim.lua`):
+//! script passes the baton on to the next event (`src/redis/lua/claim.lua`):
 //! into the marker set, for another waiting worker (at once if it is due
 //! already: a backlog is worked on by every idle worker), or straight back
 //! to the claimer if the next event is due within [`KEEP_HORIZON`] (a
@@ -74,12 +74,12 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::conn::Conn;
 use crate::data::error::Error;
 pub(crate) use crate::job::Claimed;
-use crate::keys::Keys;
 use crate::queue::arg;
-use crate::scripts;
+use crate::redis::conn::Conn;
+use crate::redis::keys::Keys;
+use crate::redis::scripts;
 
 mod claim;
 mod fair;

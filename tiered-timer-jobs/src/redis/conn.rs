@@ -1,5 +1,5 @@
 //! Connections to Redis: the command connection every call of a queue
-//! shares, and the dedicated connections the waker (`src/wake.rs`) blocks
+//! shares, and the dedicated connections the waker (`src/redis/wake/`) blocks
 //! on.
 //!
 //! Ground rules:
@@ -33,7 +33,7 @@
 //!   redirected command did not run, so this is safe for every script.
 //! * With [`replicas(n)`](crate::Builder::replicas), writes are followed by
 //!   `WAIT n timeout` on connections of their own, one call at a time each
-//!   (see [`crate::replication`]): a `WAIT` blocks its connection in Redis,
+//!   (see [`crate::redis::replication`]): a `WAIT` blocks its connection in Redis,
 //!   and nothing else waits behind it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,7 +51,7 @@ use redis::{
 use tokio::time::Instant;
 
 use crate::data::error::Error;
-use crate::replication::{Durability, Replication};
+use crate::redis::replication::{Durability, Replication};
 
 /// The timing and durability settings every connection of a queue obeys.
 #[derive(Debug, Clone, Copy)]
@@ -254,7 +254,7 @@ impl Conn {
     /// Runs a script on `keys` (the first decides the cluster slot),
     /// followed by `WAIT` as its `durability` and the queue's
     /// [`replicas`](crate::Builder::replicas) ask (see
-    /// [`crate::replication`]).
+    /// [`crate::redis::replication`]).
     ///
     /// # Errors
     ///
@@ -512,7 +512,7 @@ impl Conn {
             let client = match self {
                 Conn::Single(single) => single.client.clone(),
                 Conn::Cluster(cluster) => {
-                    let (host, port) = cluster.master_of(crate::keys::slot_of(key)).await?;
+                    let (host, port) = cluster.master_of(crate::redis::keys::slot_of(key)).await?;
                     node_client(&cluster.seed, host, port)
                         .map_err(|e| redis_error(e, limits.command_timeout))?
                 }

@@ -1,4 +1,4 @@
-//! The Lua scripts (`src/lua/`, one file per script): every state change
+//! The Lua scripts (`src/redis/lua/`, one file per script): every state change
 //! of a job is one of these, so each is atomic on the Redis node that
 //! holds the job's partition.
 //!
@@ -13,7 +13,7 @@
 //! * A due time is rounded *up* to a whole millisecond and "now" *down*,
 //!   so "due <= now" in whole milliseconds implies the due time has passed
 //!   by Redis' clock: never early.
-//! * Every script takes the five keys of [`Keys`](crate::keys::Keys) in
+//! * Every script takes the five keys of [`Keys`](crate::redis::keys::Keys) in
 //!   their order, so one partition's scripts always run in one slot.
 //! * A lease is fenced by a token: only the holder of the current token
 //!   may ack, retry, extend or release the job; all but `ack` also check
@@ -22,7 +22,7 @@
 //!   to send it once the lease ran out by its own estimate, which is never
 //!   later than Redis' expiry, and a token no later claim has replaced
 //!   means nobody else holds the job.
-//! * The wake-up chain (see `src/wake.rs`): a script that makes something
+//! * The wake-up chain (see `src/redis/wake/`): a script that makes something
 //!   happen before the chain head (a job due, a lease that runs out), or
 //!   finds the chain head missing or more than `GRACE` past its time, puts
 //!   a baton in the partition's marker set for it and records it as
@@ -37,7 +37,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use crate::replication::Durability;
+use crate::redis::replication::Durability;
 
 /// Reads Redis' `TIME` (`now_us`, `now`): first in every script that
 /// needs the clock.
@@ -166,7 +166,7 @@ pub(crate) static RECORD_PARTITIONS_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/record_partitions.lua")));
 
 /// How much `script`'s writes must survive a failover (see
-/// [`crate::replication`]): reads need no `WAIT`; claims, lease renewals
+/// [`crate::redis::replication`]): reads need no `WAIT`; claims, lease renewals
 /// and releases only cost a redelivery or a delay if lost; every other
 /// write was promised to its caller.
 pub(crate) fn durability(script: &Script) -> Durability {

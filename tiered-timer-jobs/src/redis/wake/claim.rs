@@ -15,8 +15,8 @@ use crate::data::error::Error;
 use crate::data::id::JobId;
 use crate::data::limits::millis_up;
 use crate::queue::{arg, parse};
-use crate::replication::Durability;
-use crate::scripts;
+use crate::redis::replication::Durability;
+use crate::redis::scripts;
 
 /// Which baton a claim is made with.
 #[derive(Debug, Clone, Copy)]
@@ -68,7 +68,7 @@ pub(crate) struct Outcome {
     pub(crate) jobs: Vec<Claimed>,
     /// The claim ran, but the ack made with it reached fewer replicas
     /// than asked for (a claim without an ack is never an error for want
-    /// of replicas: see [`crate::replication`]).
+    /// of replicas: see [`crate::redis::replication`]).
     pub(crate) replicated: Result<(), Error>,
 }
 

@@ -14,8 +14,8 @@
 //! | `ttr:T:timeline` | sorted set | every waiting job, scored by its due time (ms since the Unix epoch, Redis' clock), and every leased job, scored by 2^52 + its lease expiry: one `ZRANGE` finds the next due jobs, one `ZADD` moves a job between the two ranges |
 //! | `ttr:T:job` | hash | per job `p<id>` → payload; `l<id>` → `attempts token deadline` while leased, `attempts` for a job delivered before that waits again or is dead (absent for a job never delivered); `e<id>` → its last error (a worker's reason, or why it died). And `m` → the partition's `armed lease_lb` (see below) |
 //! | `ttr:T:dead` | sorted set | dead letters, scored by when they died |
-//! | `ttr:T:marker` | sorted set | wake-up batons, each named and scored by the time its holder is to claim (usually one; see `src/wake.rs`) |
-//! | `ttr:T:lateness` | string (`BITFIELD`) | how late claims were: one saturating `u32` counter per bucket of [`LATENESS_BOUNDS_MS`], written with one `BITFIELD` per claim batch (see `src/lua/record_lateness.lua`) |
+//! | `ttr:T:marker` | sorted set | wake-up batons, each named and scored by the time its holder is to claim (usually one; see `src/redis/wake/`) |
+//! | `ttr:T:lateness` | string (`BITFIELD`) | how late claims were: one saturating `u32` counter per bucket of [`LATENESS_BOUNDS_MS`], written with one `BITFIELD` per claim batch (see `src/redis/lua/record_lateness.lua`) |
 //!
 //! A waiting job is one timeline member and one `p` field, nothing more
 //! (memory per pending job). `m` holds the time of the baton that is the

@@ -68,11 +68,11 @@ use redis::{ConnectionInfo, ErrorKind, FromRedisValue, Script, ServerErrorKind, 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::conn::{
+use crate::data::error::Error;
+use crate::redis::conn::{
     from_value, is_noscript, no_master, node_client, parse_slots, redis_error, Conn, Limits,
     Single, SlotRange, FIRST_BACKOFF, MAX_BACKOFF,
 };
-use crate::data::error::Error;
 
 /// How much a write's survival of a failover matters (see the module
 /// docs).
@@ -215,7 +215,7 @@ impl Replication {
     ) -> Result<(T, Result<(), Error>), Error> {
         let timeout = self.limits.command_timeout;
         let deadline = Instant::now() + timeout;
-        let slot = crate::keys::slot_of(&keys[0]);
+        let slot = crate::redis::keys::slot_of(&keys[0]);
         let mut target = Target::Slot;
         let mut backoff = FIRST_BACKOFF;
         loop {
