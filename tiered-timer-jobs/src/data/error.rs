@@ -25,8 +25,9 @@ pub enum Error {
         /// hold a password).
         reason: String,
     },
-    /// The queue name is empty, longer than 200 bytes, or contains `{`,
-    /// `}`, `#`, whitespace or a control character.
+    /// The queue name is empty, longer than 200 bytes, contains `{`, `}`,
+    /// `#`, `/`, whitespace or a control character, or is `.` or `..`
+    /// (one rule for every backend).
     InvalidQueueName {
         /// The name (its first 64 characters).
         name: String,
@@ -138,12 +139,15 @@ pub enum Error {
         /// short of replicas, and the write did not wait).
         within: Duration,
     },
-    /// A setting that only one backend has was given for the other (for
-    /// example [`Builder::partitions`](crate::Builder::partitions) or
+    /// A setting that only one backend has was given for the other, where
+    /// it would change what the queue promises: for example
+    /// [`Builder::partitions`](crate::Builder::partitions) or
     /// [`Builder::replicas`](crate::Builder::replicas) on a `file://`
-    /// store), where it would change what the queue promises.
+    /// store, [`Builder::read_only`](crate::Builder::read_only) on Redis.
+    /// Nothing was opened or changed.
     Unsupported {
-        /// The setting.
+        /// The setting (`"partitions"`, `"cluster"`, `"replicas"`,
+        /// `"read_only"`).
         setting: &'static str,
         /// The backend that has no such setting: `"embedded"` or `"redis"`.
         backend: &'static str,
@@ -311,27 +315,6 @@ impl std::error::Error for Error {
             Error::Redis(error) | Error::NotRedis(error) => Some(error),
             Error::Io { source, .. } => Some(source),
             _ => None,
-        }
-    }
-}
-
-#[cfg(feature = "redis")]
-impl From<redis::RedisError> for Error {
-    fn from(error: redis::RedisError) -> Error {
-        Error::not_redis(Error::Redis(error))
-    }
-}
-
-#[cfg(feature = "redis")]
-impl Error {
-    /// `error`, or [`Error::NotRedis`] if it is a reply the `redis` crate
-    /// could not parse: a Redis never sends one, another server does.
-    pub(crate) fn not_redis(error: Error) -> Error {
-        match error {
-            Error::Redis(error) if error.kind() == redis::ErrorKind::Parse => {
-                Error::NotRedis(error)
-            }
-            error => error,
         }
     }
 }

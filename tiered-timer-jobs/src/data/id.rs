@@ -1,18 +1,10 @@
-//! Names and ids: [`JobId`], the checks every queue name and job id
-//! passes before any backend sees it (one rule for every backend), and the
-//! random ids and tokens this crate makes.
+//! Job ids: [`JobId`], and the random ids and tokens this crate makes.
+//! (The checks of ids and queue names are in `checks.rs`.)
 
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use super::error::Error;
-
-/// The longest queue name, in bytes.
-pub(crate) const MAX_QUEUE_NAME: usize = 200;
-/// The longest job id, in bytes.
-pub(crate) const MAX_JOB_ID: usize = 512;
 
 /// A job's id: a string, unique within its queue.
 ///
@@ -75,45 +67,6 @@ impl AsRef<str> for JobId {
     }
 }
 
-/// Checks a queue name: 1 to [`MAX_QUEUE_NAME`] bytes, no `{`, `}`, `#`,
-/// whitespace or control characters.
-pub(crate) fn check_queue_name(name: &str) -> Result<(), Error> {
-    let reason = if name.is_empty() {
-        Some("it is empty")
-    } else if name.len() > MAX_QUEUE_NAME {
-        Some("it is longer than 200 bytes")
-    } else if name
-        .chars()
-        .any(|c| matches!(c, '{' | '}' | '#') || c.is_whitespace() || c.is_control())
-    {
-        Some("it contains `{`, `}`, `#`, whitespace or a control character")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(Error::InvalidQueueName {
-            name: name.chars().take(64).collect(),
-            reason,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Checks a job id: 1 to [`MAX_JOB_ID`] bytes.
-pub(crate) fn check_job_id(id: &str) -> Result<(), Error> {
-    if id.is_empty() {
-        Err(Error::InvalidJobId {
-            reason: "it is empty",
-        })
-    } else if id.len() > MAX_JOB_ID {
-        Err(Error::InvalidJobId {
-            reason: "it is longer than 512 bytes",
-        })
-    } else {
-        Ok(())
-    }
-}
-
 /// 128 random bits as 32 hex digits: a job id or a lease token. Random
 /// keys per process (std's `RandomState`, seeded by the OS) hashing a
 /// process-wide counter.
@@ -132,19 +85,6 @@ pub(crate) fn random_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_checked() {
-        assert!(check_queue_name("orders").is_ok());
-        assert!(check_queue_name("").is_err());
-        assert!(check_queue_name(&"x".repeat(201)).is_err());
-        assert!(check_queue_name("a{b").is_err());
-        assert!(check_queue_name("a#1").is_err());
-        assert!(check_queue_name("a b").is_err());
-        assert!(check_job_id("").is_err());
-        assert!(check_job_id(&"x".repeat(513)).is_err());
-        assert!(check_job_id("order-42").is_ok());
-    }
 
     #[test]
     fn random_ids_differ() {

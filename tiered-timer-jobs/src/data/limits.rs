@@ -28,6 +28,14 @@ pub(crate) const CHUNK_JOBS: usize = 1_000;
 /// chunk closes once it holds this much, however few jobs.
 pub(crate) const CHUNK_BYTES: usize = 4 << 20;
 
+/// A listing's offset no store reaches (about 10^12 jobs): a page that
+/// starts further is read as one that starts here, and is empty.
+pub(crate) const MAX_OFFSET: usize = 1 << 40;
+
+/// On a queue of several partitions, a page must end within this many
+/// jobs: each partition is read from its start up to the page's end.
+pub(crate) const MAX_PARTITIONED_END: usize = 10_000;
+
 /// The most partitions a queue may have.
 pub(crate) const MAX_PARTITIONS: u32 = 1024;
 

@@ -58,7 +58,7 @@ impl fmt::Display for JobState {
     }
 }
 
-/// Everything stored about one job, from [`Queue::job`], read at one
+/// Everything stored about one job, from [`Queue::job`](crate::Queue::job), read at one
 /// instant of Redis' clock.
 ///
 /// # Examples
@@ -102,7 +102,7 @@ pub struct JobInfo {
     pub payload: Vec<u8>,
 }
 
-/// Which jobs [`Queue::list`] lists, and in what order.
+/// Which jobs [`Queue::list`](crate::Queue::list) lists, and in what order.
 ///
 /// # Examples
 ///
@@ -209,7 +209,7 @@ pub struct JobSummary {
     pub last_error: Option<String>,
 }
 
-/// A page of jobs from [`Queue::list`].
+/// A page of jobs from [`Queue::list`](crate::Queue::list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Page {

@@ -9,7 +9,7 @@ use super::id::JobId;
 use super::limits::at_ms;
 
 /// A snapshot of a queue (or of one of its partitions), by Redis' clock,
-/// from [`Queue::stats`].
+/// from [`Queue::stats`](crate::Queue::stats).
 ///
 /// `Display` writes one line for a person:
 /// `pending 120 (3 due, most overdue 3m 12s), leased 2 (1 lease(s) expired), dead 1`.
@@ -184,7 +184,7 @@ impl fmt::Display for Stats {
     }
 }
 
-/// A dead letter, from [`Queue::dead_letters`]: a job that used up its
+/// A dead letter, from [`Queue::dead_letters`](crate::Queue::dead_letters): a job that used up its
 /// attempts or was [buried](crate::Job::bury), with why.
 ///
 /// # Examples

@@ -68,11 +68,12 @@ use redis::{ConnectionInfo, ErrorKind, FromRedisValue, Script, ServerErrorKind, 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::data::error::Error;
-use crate::redis::conn::{
-    from_value, is_noscript, no_master, node_client, parse_slots, redis_error, Conn, Limits,
-    Single, SlotRange, FIRST_BACKOFF, MAX_BACKOFF,
+use super::cluster::{no_master, parse_slots, Cluster, SlotRange};
+use super::node::{
+    from_value, is_noscript, node_client, redis_error, Limits, Single, FIRST_BACKOFF, MAX_BACKOFF,
 };
+use crate::data::error::Error;
+use crate::targets;
 
 /// How much a write's survival of a failover matters (see the module
 /// docs).
@@ -207,7 +208,7 @@ impl Replication {
     /// write that reached too few replicas).
     pub(crate) async fn write<T: FromRedisValue>(
         &self,
-        conn: &Conn,
+        cluster: Option<&Cluster>,
         script: &Script,
         keys: &[String],
         args: Vec<Vec<u8>>,
@@ -219,7 +220,7 @@ impl Replication {
         let mut target = Target::Slot;
         let mut backoff = FIRST_BACKOFF;
         loop {
-            let master = self.master(conn, slot, &target).await?;
+            let master = self.master(cluster, slot, &target).await?;
             let mut member = master.checkout(deadline, timeout).await?;
             if master.claim_check() {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -301,14 +302,19 @@ impl Replication {
     }
 
     /// The master to send a write on `slot` to.
-    async fn master(&self, conn: &Conn, slot: u16, target: &Target) -> Result<Arc<Master>, Error> {
+    async fn master(
+        &self,
+        cluster: Option<&Cluster>,
+        slot: u16,
+        target: &Target,
+    ) -> Result<Arc<Master>, Error> {
         let (name, client) = match (&self.nodes, target) {
             (Nodes::Single(client), _) => (String::new(), Some(client.clone())),
             (Nodes::Cluster { .. }, Target::Moved(address) | Target::Ask(address)) => {
                 (address.clone(), None)
             }
             (Nodes::Cluster { .. }, Target::Slot) => {
-                let slots = self.slots(conn).await?;
+                let slots = self.slots(cluster).await?;
                 let range = slots
                     .iter()
                     .find(|range| (range.start..=range.end).contains(&slot))
@@ -342,7 +348,7 @@ impl Replication {
     }
 
     /// The cluster's slot map, read if there is none.
-    async fn slots(&self, conn: &Conn) -> Result<Arc<Vec<SlotRange>>, Error> {
+    async fn slots(&self, cluster: Option<&Cluster>) -> Result<Arc<Vec<SlotRange>>, Error> {
         let Nodes::Cluster { slots, reading, .. } = &self.nodes else {
             return Ok(Arc::new(Vec::new()));
         };
@@ -353,8 +359,10 @@ impl Replication {
         if let Some(map) = lock(slots).clone() {
             return Ok(map);
         }
-        let ranges = self.read_slots(conn).await?;
-        conn.learn_masters(&ranges);
+        let ranges = self.read_slots(cluster).await?;
+        if let Some(cluster) = cluster {
+            cluster.learn_masters(&ranges);
+        }
         let map = Arc::new(ranges);
         // Masters no longer in the map close their connections.
         let current: std::collections::HashSet<String> = map
@@ -373,7 +381,7 @@ impl Replication {
     /// node it knows (the masters it writes to, then the seed), so that a
     /// failover's map does not depend on the shared cluster connection's
     /// state; failing all, through the shared connection.
-    async fn read_slots(&self, conn: &Conn) -> Result<Vec<SlotRange>, Error> {
+    async fn read_slots(&self, cluster: Option<&Cluster>) -> Result<Vec<SlotRange>, Error> {
         let Nodes::Cluster { seed, readers, .. } = &self.nodes else {
             return Ok(Vec::new());
         };
@@ -395,7 +403,7 @@ impl Replication {
                         let Ok(client) = node_client(seed, host.clone(), port) else {
                             continue;
                         };
-                        let reader = Arc::new(Single::new(client, self.limits, None));
+                        let reader = Arc::new(Single::new(client, self.limits));
                         readers.insert(name.clone(), Arc::clone(&reader));
                         reader
                     }
@@ -417,8 +425,8 @@ impl Replication {
                 }
             }
         }
-        match conn.slot_ranges().await {
-            Some(ranges) => ranges,
+        match cluster {
+            Some(cluster) => cluster.slot_ranges().await,
             None => Ok(Vec::new()),
         }
     }
@@ -557,7 +565,7 @@ impl Master {
             .expect("the semaphore is never closed");
         let single = lock(&self.idle)
             .pop()
-            .unwrap_or_else(|| Arc::new(Single::new(self.client.clone(), self.limits, None)));
+            .unwrap_or_else(|| Arc::new(Single::new(self.client.clone(), self.limits)));
         Ok(Member {
             single,
             master: Arc::clone(self),
@@ -732,7 +740,7 @@ impl Drop for Member {
 fn trace_change(from: Health, to: Health, wanted: u32) {
     match (from, to) {
         (Health::Short { .. }, Health::Healthy | Health::Lagging { .. }) => {
-            tracing::info!(
+            tracing::info!(target: targets::REDIS,
                 wanted,
                 "a master has its replicas back: writes wait for them again"
             );
@@ -741,7 +749,7 @@ fn trace_change(from: Health, to: Health, wanted: u32) {
             Health::Unknown | Health::Healthy | Health::Lagging { .. },
             Health::Short { online, .. },
         ) => {
-            tracing::warn!(online, wanted, "a master has fewer replicas online than asked for: its writes are not replicated (required ones fail with NotReplicated) until it has them back");
+            tracing::warn!(target: targets::REDIS, online, wanted, "a master has fewer replicas online than asked for: its writes are not replicated (required ones fail with NotReplicated) until it has them back");
         }
         _ => {}
     }

@@ -37,7 +37,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use crate::redis::replication::Durability;
+use super::replication::Durability;
 
 /// Reads Redis' `TIME` (`now_us`, `now`): first in every script that
 /// needs the clock.
@@ -59,14 +59,9 @@ fn assemble(parts: &[&str]) -> Script {
     Script::new(&parts.concat())
 }
 
-/// A script of one partition from `body`, after the parts every script
-/// with the time has: `now`, the keys `K_*` and the shared helpers (for
-/// the operator's scripts of `src/inspect.rs`).
-pub(crate) fn script(body: &[&str]) -> Script {
-    let mut parts = vec![TIME, PRELUDE, CHAIN];
-    parts.extend_from_slice(body);
-    assemble(&parts)
-}
+/// The Lua that defines `record_lateness(key, late_ms)`, included in the
+/// claim script (see the file's comments).
+pub(crate) const RECORD_LATENESS: &str = include_str!("lua/record_lateness.lua");
 
 /// Schedules one job unless its id is waiting or leased (`schedule.lua`).
 pub(crate) static SCHEDULE_SCRIPT: LazyLock<Script> =
@@ -83,7 +78,7 @@ pub(crate) static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
         PRELUDE,
         CHAIN,
         BURY,
-        crate::admin::RECORD_LATENESS,
+        RECORD_LATENESS,
         include_str!("lua/claim.lua"),
     ])
 });
@@ -159,6 +154,17 @@ pub(crate) static EXTEND_SCRIPT: LazyLock<Script> =
 pub(crate) static RELEASE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, FENCE, include_str!("lua/release.lua")]));
 
+/// Everything stored about one job (`inspect_job.lua`).
+pub(crate) static INSPECT_JOB_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, include_str!("lua/inspect_job.lua")]));
+/// A page of one partition's jobs (`list_jobs.lua`).
+pub(crate) static LIST_JOBS_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, include_str!("lua/list_jobs.lua")]));
+/// Makes a waiting job due now, waking waiters as a schedule does
+/// (`promote.lua`).
+pub(crate) static PROMOTE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, include_str!("lua/promote.lua")]));
+
 /// Records a queue's partition count if none is recorded yet; returns the
 /// recorded count (`record_partitions.lua`; no prelude: it needs neither
 /// the time nor a partition's keys).
@@ -174,8 +180,8 @@ pub(crate) fn durability(script: &Script) -> Durability {
     if is(&[
         &STATS_SCRIPT,
         &DEAD_LIST_SCRIPT,
-        &crate::inspect::INSPECT_JOB,
-        &crate::inspect::LIST_JOBS,
+        &INSPECT_JOB_SCRIPT,
+        &LIST_JOBS_SCRIPT,
     ]) {
         Durability::Read
     } else if is(&[&CLAIM_SCRIPT, &EXTEND_SCRIPT, &RELEASE_SCRIPT]) {
@@ -194,8 +200,8 @@ mod tests {
         for read in [
             &*STATS_SCRIPT,
             &*DEAD_LIST_SCRIPT,
-            &*crate::inspect::INSPECT_JOB,
-            &*crate::inspect::LIST_JOBS,
+            &*INSPECT_JOB_SCRIPT,
+            &*LIST_JOBS_SCRIPT,
         ] {
             assert_eq!(durability(read), Durability::Read);
         }

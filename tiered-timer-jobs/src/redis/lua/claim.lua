@@ -21,13 +21,13 @@
 -- per job}. acked is 1, 0 (the lease was lost: nothing else done) or -1
 -- (nothing to ack); head is the chain head's time after this claim
 -- (`armed`, -1: none: waiting workers that do not hold its baton check
--- it WATCH after its time, see src/wake/waker.rs); kept
+-- it WATCH after its time, see src/redis/wake/waker.rs); kept
 -- is the baton the caller now holds (-1: none); left is how many due jobs
 -- it saw and left (up to BACKLOG + 1: BACKLOG or more is a backlog); next
 -- is the partition's earliest event left, as it is (not moved up to now
 -- as head is): its most overdue job or expired lease, or when the next
 -- job comes due (-1: none), which is how a busy worker picks the
--- partition whose due jobs are the oldest (src/wake/fair.rs); the
+-- partition whose due jobs are the oldest (src/redis/wake/fair.rs); the
 -- b ids are those this call moved to the dead letters; a job is id,
 -- payload, deadline, attempt, expired (1 if taken back from a lease that
 -- ran out), and the k-th job's token is prefix.k.

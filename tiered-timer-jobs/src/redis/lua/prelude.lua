@@ -1,4 +1,4 @@
--- The keys of one partition (see src/keys.rs), the layout's constants and
+-- The keys of one partition (see src/redis/keys.rs), the layout's constants and
 -- the helpers every script shares (kept small: it runs on every call).
 local K_TIMELINE, K_JOB, K_DEAD, K_MARKER = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LATENESS = KEYS[5]

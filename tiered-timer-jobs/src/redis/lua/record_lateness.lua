@@ -3,7 +3,7 @@
 -- `ttr:T:lateness`) with ONE `BITFIELD`, whatever the batch's size.
 -- `late_ms` is a list of lateness values in ms (Redis' now minus the due
 -- time of each job claimed from the due set). Bucket `i` (0-based) counts
--- lateness up to the i-th bound of `LATENESS_BOUNDS_MS` in src/keys.rs
+-- lateness up to the i-th bound of `LATENESS_BOUNDS_MS` in src/data/lateness.rs
 -- (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000,
 -- 60000, 300000, 900000, 3600000 ms) and above the bound before; the last
 -- bucket everything later. The counters are `u32`s that saturate, never

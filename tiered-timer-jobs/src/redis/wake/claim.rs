@@ -10,84 +10,16 @@ use redis::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{Baton, Claimed, Event, Kind, Offset, Setup, Shared, KEEP_HORIZON};
+use super::baton::{Baton, Kind, Offset, KEEP_HORIZON};
+use super::request::{ClaimRequest, Outcome, With};
+use super::shared::{Event, Setup, Shared};
+use crate::contract::{Claimed, LeaseToken};
 use crate::data::error::Error;
 use crate::data::id::JobId;
-use crate::data::limits::millis_up;
-use crate::queue::{arg, parse};
 use crate::redis::replication::Durability;
+use crate::redis::reply::{arg, parse, token_text};
 use crate::redis::scripts;
-
-/// Which baton a claim is made with.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum With {
-    /// None: claim only if more than one job is due (the baton's holder
-    /// takes the first).
-    Nothing,
-    /// None, but re-arm the chain whatever `armed` says: after a lost
-    /// connection, or a probe that found the chain head stale.
-    Rescue,
-    /// None: the first claim of this queue handle (claims, and re-arms a
-    /// missing or stale chain).
-    Start,
-    /// None, even for a lone due job: under a backlog, a partition with
-    /// the oldest due jobs that no worker of this busy process would pop
-    /// the baton of (see [`fair`](super::fair)).
-    Overdue,
-    /// This baton.
-    Baton(Baton),
-}
-
-#[derive(Debug)]
-pub(crate) struct ClaimRequest {
-    pub(crate) partition: u32,
-    pub(crate) n: usize,
-    pub(crate) with: With,
-    pub(crate) ack: Option<(JobId, String)>,
-    /// Demand of waiting workers this claim serves.
-    pub(super) reserved: usize,
-}
-
-/// A claim script's reply.
-#[derive(Debug)]
-pub(crate) struct Outcome {
-    pub(crate) now_ms: u64,
-    /// How many due jobs the claim saw and left (at most
-    /// [`BACKLOG`](super::BACKLOG) + 1): `BACKLOG` or more is a backlog.
-    pub(crate) left: u64,
-    /// `Some(false)`: the job to ack had lost its lease (nothing done).
-    pub(crate) acked: Option<bool>,
-    pub(crate) kept: Option<u64>,
-    /// The chain head's time after the claim (`None`: no event ahead).
-    pub(crate) head: Option<u64>,
-    /// The partition's earliest event left, as it is (`head` is moved up
-    /// to now): its most overdue job or expired lease, or its next due
-    /// job (`None`: none).
-    pub(crate) next: Option<u64>,
-    pub(crate) buried: Vec<String>,
-    pub(crate) jobs: Vec<Claimed>,
-    /// The claim ran, but the ack made with it reached fewer replicas
-    /// than asked for (a claim without an ack is never an error for want
-    /// of replicas: see [`crate::redis::replication`]).
-    pub(crate) replicated: Result<(), Error>,
-}
-
-impl Outcome {
-    /// The outcome of a claim that took nothing and read nothing.
-    pub(super) fn nothing() -> Outcome {
-        Outcome {
-            now_ms: 0,
-            left: 0,
-            acked: None,
-            kept: None,
-            head: None,
-            next: None,
-            buried: Vec::new(),
-            jobs: Vec::new(),
-            replicated: Ok(()),
-        }
-    }
-}
+use crate::targets;
 
 impl Shared {
     /// Claims now, in a task of its own, for a caller that holds a job
@@ -99,7 +31,7 @@ impl Shared {
     pub(crate) async fn claim_now(
         self: &Arc<Self>,
         partition: u32,
-        ack: (JobId, String),
+        ack: (JobId, LeaseToken),
     ) -> Result<Outcome, Error> {
         let (elsewhere, with) = self.lock().pick_for_ack(partition, Instant::now());
         let n = 1 + self.setup.prefetch;
@@ -127,10 +59,10 @@ impl Shared {
 
     /// Runs the ack script alone: whether the lease was still held, and
     /// whether the ack reached the replicas asked for.
-    async fn ack_alone(
+    pub(super) async fn ack_alone(
         &self,
         partition: u32,
-        (id, token): &(JobId, String),
+        (id, token): &(JobId, LeaseToken),
     ) -> Result<(bool, Result<(), Error>), Error> {
         let keys = &self.setup.partitions[partition as usize];
         let (done, replicated): (i64, _) = self
@@ -139,7 +71,7 @@ impl Shared {
             .eval_replicated(
                 &scripts::ACK_SCRIPT,
                 &keys.ordered,
-                vec![arg(id.as_str()), arg(token)],
+                vec![arg(id.as_str()), arg(token_text(token))],
                 Durability::Required,
             )
             .await?;
@@ -152,7 +84,7 @@ impl Shared {
     /// claimed); if only the claim failed, the ack stands and no job came
     /// (the caller then waits as `next` does, which reports a Redis that
     /// stays unreachable).
-    fn merge(
+    pub(super) fn merge(
         self: &Arc<Self>,
         acked: Result<(bool, Result<(), Error>), Error>,
         claimed: Result<Outcome, Error>,
@@ -173,7 +105,7 @@ impl Shared {
             }
             Ok(outcome) => outcome,
             Err(error) => {
-                tracing::debug!(queue = %self.setup.name, %error, "claim beside an ack failed");
+                tracing::debug!(target: targets::WAKE, queue = %self.setup.name, %error, "claim beside an ack failed");
                 Outcome::nothing()
             }
         };
@@ -186,7 +118,7 @@ impl Shared {
 
     /// Jobs claimed for a caller that cannot take them: to the next calls,
     /// or back to Redis if the claim did not reach its replicas.
-    fn pass_on(self: &Arc<Self>, outcome: Outcome) {
+    pub(super) fn pass_on(self: &Arc<Self>, outcome: Outcome) {
         if outcome.replicated.is_ok() {
             self.absorb(outcome.jobs);
             return;
@@ -250,7 +182,7 @@ impl Shared {
         let name = &self.setup.name;
         let partition = request.partition;
         for id in std::mem::take(&mut outcome.buried) {
-            tracing::warn!(queue = %name, job = %id, attempts = self.setup.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
+            tracing::warn!(target: targets::JOB, queue = %name, job = %id, attempts = self.setup.max_attempts, partition, "job moved to the dead letters: its last lease ran out");
             crate::metrics::dead_lettered(name);
         }
         let mut state = self.lock();
@@ -305,7 +237,7 @@ impl Shared {
 
     /// Hands a claim's outcome to the waker; if the waker is gone (the
     /// last handle was dropped), hands its jobs and baton back to Redis.
-    async fn report(
+    pub(super) async fn report(
         &self,
         request: ClaimRequest,
         sent: Instant,
@@ -344,7 +276,7 @@ impl Shared {
 }
 
 /// A claim in flight, as a boxed future.
-type InFlight = std::pin::Pin<
+pub(super) type InFlight = std::pin::Pin<
     Box<
         dyn std::future::Future<Output = (ClaimRequest, Instant, Instant, Result<Outcome, Error>)>
             + Send,
@@ -354,13 +286,13 @@ type InFlight = std::pin::Pin<
 /// A claim run in the caller's task; if the caller is dropped before it
 /// ends, it is finished in a task of its own and reported to the waker (its
 /// jobs go to the next waiters), so that nothing is stranded.
-struct InlineClaim<'a> {
-    claim: Option<InFlight>,
-    shared: &'a Arc<Shared>,
+pub(super) struct InlineClaim<'a> {
+    pub(super) claim: Option<InFlight>,
+    pub(super) shared: &'a Arc<Shared>,
 }
 
 impl InlineClaim<'_> {
-    async fn run(&mut self) -> (ClaimRequest, Instant, Instant, Result<Outcome, Error>) {
+    pub(super) async fn run(&mut self) -> (ClaimRequest, Instant, Instant, Result<Outcome, Error>) {
         let claim = self.claim.as_mut().expect("run once");
         let done = claim.await;
         self.claim = None;
@@ -393,9 +325,13 @@ pub(super) async fn run_claim(shared: Arc<Shared>, request: ClaimRequest) {
 }
 
 /// Runs the claim script.
-async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<Outcome, Error> {
+pub(super) async fn claim(
+    setup: &Setup,
+    request: &ClaimRequest,
+    sent: Instant,
+) -> Result<Outcome, Error> {
     let keys = &setup.partitions[request.partition as usize];
-    let lease_ms = millis_up(setup.lease);
+    let lease_ms = setup.lease_ms;
     let token = setup.token();
     let (baton, min_due) = match request.with {
         With::Nothing => (String::new(), 2),
@@ -407,7 +343,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
         With::Baton(baton) => (baton.claim_arg(), 1),
     };
     let (ack_id, ack_token) = match &request.ack {
-        Some((id, token)) => (arg(id.as_str()), arg(token)),
+        Some((id, token)) => (arg(id.as_str()), arg(token_text(token))),
         None => (Vec::new(), Vec::new()),
     };
     let args = vec![
@@ -450,7 +386,7 @@ async fn claim(setup: &Setup, request: &ClaimRequest, sent: Instant) -> Result<O
         let deadline_ms: u64 = parse(fields.next())?;
         let attempt: u32 = parse(fields.next())?;
         let expired: i64 = parse(fields.next())?;
-        let token = format!("{token}.{}", jobs.len() + 1);
+        let token = LeaseToken::Text(format!("{token}.{}", jobs.len() + 1));
         jobs.push(Claimed {
             partition: request.partition,
             id: JobId::from(id),

@@ -61,10 +61,8 @@
 //! more every [`STAY`] + 1 claims, for a bound on how far a partition
 //! falls behind.
 
-use tokio::time::Instant;
-
-use super::claim::{Outcome, With};
-use super::{Baton, Kind, State, BACKLOG};
+use super::baton::BACKLOG;
+use super::request::Outcome;
 
 /// Under a backlog, a claim on a partition whose last claim here found no
 /// due job is made at most once in this many claims of this process (it
@@ -79,12 +77,12 @@ pub(super) const STAY: u32 = 7;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Seen {
     /// Redis' time of the claim (ms).
-    at_ms: u64,
+    pub(super) at_ms: u64,
     /// The partition's earliest event then (ms, Redis' clock): its most
     /// overdue job or expired lease, or its next due job; `None`: none.
-    next_ms: Option<u64>,
+    pub(super) next_ms: Option<u64>,
     /// Due jobs the claim saw and left (up to [`BACKLOG`] + 1).
-    left: u64,
+    pub(super) left: u64,
 }
 
 impl Seen {
@@ -92,19 +90,19 @@ impl Seen {
     /// clock): its earliest event, or the claim if that came first (a job
     /// scheduled since is due no earlier than that, unless scheduled for a
     /// time already past).
-    fn due_since(&self) -> u64 {
+    pub(super) fn due_since(&self) -> u64 {
         self.next_ms.map_or(self.at_ms, |next| next.min(self.at_ms))
     }
 
     /// Whether the partition has a due job (or an expired lease) by
     /// `redis_now` (ms, Redis' clock), unless another claim took it: one
     /// the claim left, or its next event since come due.
-    fn due_by(&self, redis_now: u64) -> bool {
+    pub(super) fn due_by(&self, redis_now: u64) -> bool {
         self.next_ms
             .is_some_and(|next| next <= self.at_ms.max(redis_now))
     }
 
-    fn backlog(&self) -> bool {
+    pub(super) fn backlog(&self) -> bool {
         self.left >= BACKLOG
     }
 }
@@ -113,14 +111,14 @@ impl Seen {
 #[derive(Debug, Default)]
 pub(super) struct Fairness {
     /// By partition (`None`: no claim here read it yet).
-    seen: Vec<Option<Seen>>,
+    pub(super) seen: Vec<Option<Seen>>,
     /// How many partitions [`Seen::backlog`] holds for.
-    backlogs: usize,
+    pub(super) backlogs: usize,
     /// Claims picked since the last speculative one.
-    since_speculation: u32,
+    pub(super) since_speculation: u32,
     /// `ack_and_next` claims in a row on their job's partition while
     /// another partition's jobs were older.
-    stayed: u32,
+    pub(super) stayed: u32,
 }
 
 impl Fairness {
@@ -169,162 +167,12 @@ impl Fairness {
     }
 }
 
-/// Where a claim picked by [`State::oldest`] goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Target {
-    /// With the due baton `batons[i]` held here.
-    Baton(usize),
-    /// Without a baton: a partition with due jobs, as its last claim left
-    /// them or its next job since came due (`backlog`: a backlog).
-    Due { partition: u32, backlog: bool },
-    /// Without a baton: a partition not known to have a due job.
-    Speculative(u32),
-}
-
-impl State {
-    /// The order in which the held batons that are due serve waiting
-    /// workers: the partitions that may have waited longest first, a
-    /// watch baton (which checks the chain, and claims only from a
-    /// backlog) after the others.
-    pub(super) fn baton_age(&self, baton: &Baton) -> (bool, u64) {
-        let since = self.fair.due_since(baton.partition).min(baton.at_ms);
-        (baton.kind == Kind::Watch, since)
-    }
-
-    /// The oldest due work this process knows of, under a backlog (see
-    /// the module docs); `None` without a backlog.
-    fn oldest(&self, now: Instant) -> Option<Target> {
-        if !self.fair.backlog() {
-            return None;
-        }
-        let mut best: Option<(u64, Target)> = None;
-        let mut consider = |since: u64, target: Target| {
-            if best.is_none_or(|(b, _)| since < b) {
-                best = Some((since, target));
-            }
-        };
-        // Batons first: on a tie, the claim goes with the baton.
-        for (i, baton) in self.batons.iter().enumerate() {
-            if baton.kind != Kind::Watch && baton.fire_at.is_none_or(|at| at <= now) {
-                consider(self.baton_age(baton).1, Target::Baton(i));
-            }
-        }
-        let speculate = self.fair.since_speculation >= SPECULATE_EVERY;
-        let redis_now = self.offset.map_or(0, |offset| offset.redis_at(now));
-        for (partition, seen) in (0u32..).zip(&self.fair.seen) {
-            match seen {
-                Some(seen) if seen.due_by(redis_now) => consider(
-                    seen.due_since(),
-                    Target::Due {
-                        partition,
-                        backlog: seen.backlog(),
-                    },
-                ),
-                _ if speculate => consider(
-                    self.fair.due_since(partition),
-                    Target::Speculative(partition),
-                ),
-                _ => {}
-            }
-        }
-        best.map(|(_, target)| target)
-    }
-
-    /// Where a call that wants a job claims at once, if anywhere: `alone`
-    /// (no other call waits), with the oldest due baton held here; under a
-    /// backlog, on the partition with the oldest due work, whoever else
-    /// waits (a held baton is left to the waker, which serves the calls
-    /// in the order they came). `None`: the call waits for a baton.
-    pub(super) fn pick(&mut self, now: Instant, alone: bool) -> Option<(u32, With)> {
-        if !self.fair.backlog() {
-            if !alone {
-                return None;
-            }
-            let i = self
-                .batons
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.fire_at.is_none_or(|at| at <= now))
-                .min_by_key(|(_, b)| self.baton_age(b))?
-                .0;
-            let baton = self.batons.swap_remove(i);
-            return Some((baton.partition, With::Baton(baton)));
-        }
-        match self.oldest(now)? {
-            Target::Baton(_) if !alone => None,
-            target => Some(self.take(target)),
-        }
-    }
-
-    /// Where [`Job::ack_and_next`](crate::Job::ack_and_next) on a job of
-    /// `partition` claims: `None` there, with its due baton if one is held
-    /// here (in the ack's script); `Some` elsewhere, the partition with
-    /// the oldest due work, when `partition` has stayed [`STAY`] claims in
-    /// a row while another's jobs were older (the ack then goes alone).
-    pub(super) fn pick_for_ack(&mut self, partition: u32, now: Instant) -> (Option<u32>, With) {
-        let elsewhere = match self.oldest(now) {
-            Some(target) if self.partition_of(target) != partition => Some(target),
-            _ => None,
-        };
-        match elsewhere {
-            Some(target) if self.fair.stayed >= STAY => {
-                self.fair.stayed = 0;
-                let (other, with) = self.take(target);
-                return (Some(other), with);
-            }
-            Some(_) => self.fair.stayed += 1,
-            None => self.fair.stayed = 0,
-        }
-        self.fair.since_speculation = self.fair.since_speculation.saturating_add(1);
-        let due = self
-            .batons
-            .iter()
-            .position(|b| b.partition == partition && b.fire_at.is_none_or(|at| at <= now));
-        match due {
-            Some(i) => (None, With::Baton(self.batons.swap_remove(i))),
-            None => (None, With::Nothing),
-        }
-    }
-
-    fn partition_of(&self, target: Target) -> u32 {
-        match target {
-            Target::Baton(i) => self.batons[i].partition,
-            Target::Due { partition, .. } | Target::Speculative(partition) => partition,
-        }
-    }
-
-    /// The claim for `target`: its partition, and what it is made with.
-    fn take(&mut self, target: Target) -> (u32, With) {
-        self.fair.since_speculation = self.fair.since_speculation.saturating_add(1);
-        match target {
-            Target::Baton(i) => {
-                let baton = self.batons.swap_remove(i);
-                (baton.partition, With::Baton(baton))
-            }
-            Target::Due {
-                partition,
-                backlog: true,
-            } => (partition, With::Nothing),
-            Target::Due { partition, .. } => (partition, With::Overdue),
-            Target::Speculative(partition) => {
-                self.fair.since_speculation = 0;
-                (partition, With::Overdue)
-            }
-        }
-    }
-
-    /// The marker sets of `partitions` in the order a `BZPOPMIN` is to
-    /// try them: the partitions that may have had a job due the longest
-    /// first.
-    pub(super) fn marker_order(&self, partitions: &[u32]) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..partitions.len()).collect();
-        order.sort_by_key(|&i| self.fair.due_since(partitions[i]));
-        order
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use tokio::time::Instant;
+
+    use super::super::request::With;
+    use super::super::state::State;
     use super::*;
 
     /// A claim's reply on a partition: Redis' time, its earliest event,

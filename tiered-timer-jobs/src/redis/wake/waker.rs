@@ -11,12 +11,15 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::baton::{Baton, Kind, HOLD, LINGER, PROBE_EVERY, WATCH, WATCH_MS};
 use super::claim::run_claim;
-use super::{
-    Baton, ClaimRequest, Claimed, Event, Kind, Outcome, Shared, With, HOLD, LINGER, PROBE_EVERY,
-    WATCH, WATCH_MS,
-};
+use super::fair::Fairness;
+use super::request::{ClaimRequest, Outcome, With};
+use super::shared::{Event, Setup, Shared};
+use super::state::State;
+use crate::contract::Claimed;
 use crate::data::error::Error;
+use crate::targets;
 
 /// One blocking connection: to the single Redis for all partitions, or to
 /// one partition's master on a cluster.
@@ -58,6 +61,19 @@ const CHECK_SLACK: Duration = Duration::from_millis(20);
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// Starts the waker task of a new queue handle.
+pub(crate) fn start(setup: Setup) -> Arc<Shared> {
+    let (inbox, events) = mpsc::unbounded_channel();
+    let state = State {
+        fair: Fairness::new(setup.partitions.len() as u32),
+        ..State::default()
+    };
+    let shared = Arc::new(Shared::new(setup, state, inbox));
+    let task = tokio::spawn(Waker::new(Arc::clone(&shared), events).run());
+    shared.set_task(task);
+    shared
+}
 
 pub(super) struct Waker {
     shared: Arc<Shared>,
@@ -308,10 +324,10 @@ impl Waker {
             tokio::spawn(async move {
                 match shared.release(&job).await {
                     Ok(_) => {
-                        tracing::info!(queue = %shared.setup.name, job = %job.id, attempt = job.attempt, "prefetched job released: no worker took it within half its lease")
+                        tracing::info!(target: targets::JOB, queue = %shared.setup.name, job = %job.id, attempt = job.attempt, "prefetched job released: no worker took it within half its lease")
                     }
                     Err(error) => {
-                        tracing::warn!(queue = %shared.setup.name, job = %job.id, %error, "could not release a prefetched job; it comes back when its lease runs out")
+                        tracing::warn!(target: targets::JOB, queue = %shared.setup.name, job = %job.id, %error, "could not release a prefetched job; it comes back when its lease runs out")
                     }
                 }
             });
@@ -420,7 +436,7 @@ impl Waker {
         blocker.conn = None;
         blocker.generation += 1;
         if !blocker.lost {
-            tracing::warn!(queue = %self.shared.setup.name, partitions = ?blocker.partitions, error = %why, "wake-up connection lost; reconnecting");
+            tracing::warn!(target: targets::WAKE, queue = %self.shared.setup.name, partitions = ?blocker.partitions, error = %why, "wake-up connection lost; reconnecting");
         }
         blocker.lost = true;
         blocker.phase = Phase::Backoff {
@@ -493,17 +509,17 @@ impl Waker {
                         let partitions = b.partitions.clone();
                         if b.lost {
                             b.lost = false;
-                            tracing::info!(queue = %self.shared.setup.name, partitions = ?partitions, "wake-up connection re-established; reading Redis again");
+                            tracing::info!(target: targets::WAKE, queue = %self.shared.setup.name, partitions = ?partitions, "wake-up connection re-established; reading Redis again");
                             for p in partitions {
                                 self.start_claim(p, With::Rescue);
                             }
                         } else {
-                            tracing::debug!(queue = %self.shared.setup.name, partitions = ?partitions, "wake-up connection established");
+                            tracing::debug!(target: targets::WAKE, queue = %self.shared.setup.name, partitions = ?partitions, "wake-up connection established");
                         }
                     }
                     Err(error) => {
                         let b = &mut self.blockers[blocker];
-                        tracing::warn!(queue = %self.shared.setup.name, partitions = ?b.partitions, %error, retry_in = ?b.backoff, "could not open a wake-up connection");
+                        tracing::warn!(target: targets::WAKE, queue = %self.shared.setup.name, partitions = ?b.partitions, %error, retry_in = ?b.backoff, "could not open a wake-up connection");
                         b.lost = true;
                         b.phase = Phase::Backoff {
                             until: Instant::now() + b.backoff,
@@ -562,13 +578,13 @@ impl Waker {
                     stale
                 };
                 if stale {
-                    tracing::info!(queue = %self.shared.setup.name, partition, "the wake-up chain head is stale (its holder is gone?); re-arming it");
+                    tracing::info!(target: targets::WAKE, queue = %self.shared.setup.name, partition, "the wake-up chain head is stale (its holder is gone?); re-arming it");
                     self.start_claim(partition, With::Rescue);
                 }
             }
             Event::HandedBack { baton, result } => {
                 if let Err(error) = result {
-                    tracing::warn!(queue = %self.shared.setup.name, partition = baton.partition, %error, "could not hand a wake-up baton back; keeping it");
+                    tracing::warn!(target: targets::WAKE, queue = %self.shared.setup.name, partition = baton.partition, %error, "could not hand a wake-up baton back; keeping it");
                     let mut state = self.shared.lock();
                     state.batons.push(Baton {
                         fire_at: Some(Instant::now() + Duration::from_millis(100)),
@@ -633,7 +649,7 @@ impl Waker {
         let mut outcome = match result {
             Ok(outcome) => outcome,
             Err(error) => {
-                tracing::debug!(queue = %self.shared.setup.name, partition = request.partition, %error, "claim failed");
+                tracing::debug!(target: targets::WAKE, queue = %self.shared.setup.name, partition = request.partition, %error, "claim failed");
                 self.shared.note_failure(&request);
                 if request.reserved > 0 {
                     let message = error.to_string();
@@ -657,7 +673,7 @@ impl Waker {
             // nobody is left to tell but the log. The jobs claimed with
             // it are claimed all the same: they go to the waiters.
             if let Some((id, _)) = &request.ack {
-                tracing::warn!(queue = %self.shared.setup.name, job = %id, %error, "an ack made with a claim did not reach the replicas (its caller is gone)");
+                tracing::warn!(target: targets::JOB, queue = %self.shared.setup.name, job = %id, %error, "an ack made with a claim did not reach the replicas (its caller is gone)");
             }
         }
         let mut state = self.shared.lock();

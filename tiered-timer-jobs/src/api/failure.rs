@@ -31,15 +31,10 @@
 
 use std::time::Duration;
 
+use super::job::Job;
+use crate::contract::GaveUp;
 use crate::data::error::Error;
-use crate::data::id::JobId;
-use crate::data::limits::{millis_up, MAX_SPAN_MS};
-use crate::job::Job;
-#[cfg(feature = "redis")]
-use crate::queue::arg;
-use crate::queue::{Backend, Inner};
-#[cfg(feature = "redis")]
-use crate::redis::scripts;
+use crate::targets;
 
 /// The longest reason kept, in bytes; a longer one is cut at a character
 /// boundary and ends in `…`.
@@ -95,13 +90,6 @@ fn clip(mut reason: String) -> String {
     reason
 }
 
-/// What the fail script is asked to do.
-#[derive(Clone, Copy)]
-enum Action {
-    Retry(Duration),
-    Bury,
-}
-
 impl Job {
     /// Gives up on this attempt because of `reason`: the job is delivered
     /// again after a backoff (1 s after the first attempt, doubling with
@@ -140,7 +128,7 @@ impl Job {
     /// ```
     pub async fn fail(self, reason: impl Into<String>) -> Result<Fate, Error> {
         let delay = backoff(self.attempt);
-        self.give_up(Action::Retry(delay), reason.into()).await
+        self.give_up(Some(delay), reason.into()).await
     }
 
     /// Gives up on this attempt because of `reason`, to be delivered again
@@ -171,7 +159,7 @@ impl Job {
         delay: Duration,
         reason: impl Into<String>,
     ) -> Result<Fate, Error> {
-        self.give_up(Action::Retry(delay), reason.into()).await
+        self.give_up(Some(delay), reason.into()).await
     }
 
     /// Gives up on the job for good because of `reason`: it goes to the
@@ -204,83 +192,33 @@ impl Job {
     /// # }
     /// ```
     pub async fn bury(self, reason: impl Into<String>) -> Result<(), Error> {
-        self.give_up(Action::Bury, reason.into()).await.map(|_| ())
+        self.give_up(None, reason.into()).await.map(|_| ())
     }
 
-    async fn give_up(mut self, action: Action, reason: String) -> Result<Fate, Error> {
+    /// Gives up on this attempt: retried after `retry_after`, or buried.
+    async fn give_up(
+        mut self,
+        retry_after: Option<Duration>,
+        reason: String,
+    ) -> Result<Fate, Error> {
         let reason = clip(reason);
-        let outcome = self
-            .inner
-            .fail(
-                self.partition,
-                &self.id,
-                &self.token,
-                action,
-                reason.clone(),
-            )
-            .await?;
+        let inner = std::sync::Arc::clone(&self.inner);
+        let outcome = inner.fail(self.held_lease(), retry_after, &reason).await?;
         self.finished = true;
         match outcome {
-            1 => {
-                tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %reason, "job failed; retried later");
+            GaveUp::Rescheduled => {
+                tracing::debug!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, %reason, "job failed; retried later");
                 crate::metrics::failed(self.inner.name());
                 crate::metrics::retried(self.inner.name());
                 Ok(Fate::Retried)
             }
-            2 => {
-                tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %reason, "job moved to the dead letters: it failed");
+            GaveUp::Buried => {
+                tracing::warn!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, %reason, "job moved to the dead letters: it failed");
                 crate::metrics::failed(self.inner.name());
                 crate::metrics::dead_lettered(self.inner.name());
                 Ok(Fate::Dead)
             }
-            _ => self.lost("fail"),
-        }
-    }
-}
-
-impl Inner {
-    /// Runs the fail script: 1 rescheduled, 2 buried, 0 lease lost.
-    #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
-    async fn fail(
-        &self,
-        partition: u32,
-        id: &JobId,
-        token: &str,
-        action: Action,
-        reason: String,
-    ) -> Result<i64, Error> {
-        let (action, delay) = match action {
-            Action::Retry(delay) => ("r", millis_up(delay)),
-            Action::Bury => ("b", 0),
-        };
-        if delay > MAX_SPAN_MS {
-            return Err(Error::InvalidDeadline);
-        }
-        match &self.backend {
-            #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => {
-                let bury = action == "b";
-                local
-                    .fail(id, token, bury, delay, self.max_attempts, &reason)
-                    .await
-            }
-            #[cfg(feature = "redis")]
-            Backend::Redis(_) => {
-                let keys = &self.redis().partitions[partition as usize];
-                self.eval(
-                    &scripts::FAIL_SCRIPT,
-                    keys,
-                    vec![
-                        arg(id.as_str()),
-                        arg(token),
-                        arg(action),
-                        arg(&delay.to_string()),
-                        arg(&self.max_attempts.to_string()),
-                        reason.into_bytes(),
-                    ],
-                )
-                .await
-            }
+            GaveUp::Lost => self.lost("fail"),
         }
     }
 }

@@ -1,12 +1,15 @@
 //! [`Queue`]'s scheduling calls: one job or many, after a delay or at a
-//! time, with a random id or an idempotent one of yours.
+//! time, with a random id or an idempotent one of yours. Every job is
+//! checked here (id, payload size, due time) before the backend sees any
+//! of a call's jobs.
 
 use std::time::{Duration, SystemTime};
 
-use super::{Due, Queue};
+use super::queue::Queue;
+use crate::contract::{Due, NewJob};
+use crate::data::checks::check_job_id;
 use crate::data::error::Error;
-use crate::data::id::random_id;
-use crate::data::id::JobId;
+use crate::data::id::{random_id, JobId};
 
 impl Queue {
     /// Schedules a job due `delay` from now, where "now" is Redis' clock
@@ -33,7 +36,7 @@ impl Queue {
         delay: Duration,
         payload: impl Into<Vec<u8>>,
     ) -> Result<JobId, Error> {
-        self.schedule_inner(random_id().into(), Due::After(delay), payload.into())
+        self.schedule_one(random_id().into(), Due::after(delay), payload.into())
             .await
     }
 
@@ -66,7 +69,7 @@ impl Queue {
         at: SystemTime,
         payload: impl Into<Vec<u8>>,
     ) -> Result<JobId, Error> {
-        self.schedule_inner(random_id().into(), Due::At(at), payload.into())
+        self.schedule_one(random_id().into(), Due::at(at), payload.into())
             .await
     }
 
@@ -98,7 +101,7 @@ impl Queue {
         delay: Duration,
         payload: impl Into<Vec<u8>>,
     ) -> Result<JobId, Error> {
-        self.schedule_inner(id.into(), Due::After(delay), payload.into())
+        self.schedule_one(id.into(), Due::after(delay), payload.into())
             .await
     }
 
@@ -155,8 +158,11 @@ impl Queue {
     ) -> Result<Vec<JobId>, Error> {
         let jobs = jobs
             .into_iter()
-            .map(|(delay, payload)| (JobId::from(random_id()), Due::After(delay), payload.into()));
-        self.schedule_batch(jobs, true).await
+            .map(|(delay, payload)| (JobId::from(random_id()), Due::after(delay), payload.into()));
+        let jobs = self.checked(jobs)?;
+        let ids = jobs.iter().map(|job| job.id.clone()).collect();
+        self.inner.backend.schedule_many(jobs).await?;
+        Ok(ids)
     }
 
     /// Schedules many jobs under new random ids, each `(at, payload)`, due
@@ -195,8 +201,11 @@ impl Queue {
     ) -> Result<Vec<JobId>, Error> {
         let jobs = jobs
             .into_iter()
-            .map(|(at, payload)| (JobId::from(random_id()), Due::At(at), payload.into()));
-        self.schedule_batch(jobs, false).await
+            .map(|(at, payload)| (JobId::from(random_id()), Due::at(at), payload.into()));
+        let jobs = self.checked(jobs)?;
+        let ids = jobs.iter().map(|job| job.id.clone()).collect();
+        self.inner.backend.schedule_many(jobs).await?;
+        Ok(ids)
     }
 
     /// Schedules many jobs under your ids, each `(id, delay, payload)`, as
@@ -234,8 +243,49 @@ impl Queue {
     ) -> Result<usize, Error> {
         let jobs = jobs
             .into_iter()
-            .map(|(id, delay, payload)| (id.into(), Due::After(delay), payload.into()));
-        let (_, written) = self.inner.schedule_chunks(jobs, true).await?;
-        Ok(written)
+            .map(|(id, delay, payload)| (id.into(), Due::after(delay), payload.into()));
+        let jobs = self.checked(jobs)?;
+        self.inner.backend.schedule_many(jobs).await
+    }
+
+    /// Checks one job and schedules it.
+    async fn schedule_one(
+        &self,
+        id: JobId,
+        due: Result<Due, Error>,
+        payload: Vec<u8>,
+    ) -> Result<JobId, Error> {
+        let job = self.check(id, due, payload)?;
+        let id = job.id.clone();
+        self.inner.backend.schedule(job).await?;
+        Ok(id)
+    }
+
+    /// Checks every job of a batch before any is sent: a bad job anywhere
+    /// writes nothing.
+    fn checked(
+        &self,
+        jobs: impl Iterator<Item = (JobId, Result<Due, Error>, Vec<u8>)>,
+    ) -> Result<Vec<NewJob>, Error> {
+        jobs.map(|(id, due, payload)| self.check(id, due, payload))
+            .collect()
+    }
+
+    /// The one check of a job, whatever the backend: its id, its
+    /// payload's size, its due time (already converted, with its error).
+    fn check(&self, id: JobId, due: Result<Due, Error>, payload: Vec<u8>) -> Result<NewJob, Error> {
+        check_job_id(id.as_str())?;
+        let limit = self.inner.max_payload;
+        if payload.len() > limit {
+            return Err(Error::PayloadTooLarge {
+                len: payload.len(),
+                limit,
+            });
+        }
+        Ok(NewJob {
+            id,
+            due: due?,
+            payload,
+        })
     }
 }

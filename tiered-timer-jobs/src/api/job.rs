@@ -1,9 +1,11 @@
-//! [`JobId`] and [`Job`], a delivered job under a lease.
+//! [`Job`], a delivered job under a lease, and the claims that hand jobs
+//! out ([`Job::take`], what [`Queue::next`](crate::Queue::next) calls).
 //!
 //! Ground rules:
 //!
-//! * Redis decides whether a lease is held: every call here is one fenced
-//!   script that checks the token and the expiry against Redis' `TIME`.
+//! * The store decides whether a lease is held: every call here is one
+//!   fenced call of the backend (on Redis one script) that checks the
+//!   token and the expiry against the deciding clock.
 //! * The `Job` keeps a local, conservative estimate of when its lease runs
 //!   out (the local instant the claim or last renewal was *sent*, plus the
 //!   lease): Redis' expiry is never earlier than that, so
@@ -22,29 +24,14 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use super::ack_batch::PendingAck;
+use super::inner::Inner;
+use super::lease::{Held, LocalLease};
+use crate::contract::{AckAndClaim, Claimed, GaveUp, Lease, LeaseToken};
 use crate::data::error::Error;
 use crate::data::id::JobId;
 use crate::data::limits::{millis_up, LEASE_RANGE, MAX_SPAN_MS};
-use crate::queue::Inner;
-
-/// A job claimed (by a claim script, or in the embedded store), not yet
-/// handed to a worker.
-#[derive(Debug)]
-pub(crate) struct Claimed {
-    pub(crate) partition: u32,
-    pub(crate) id: JobId,
-    pub(crate) payload: Vec<u8>,
-    pub(crate) deadline_ms: u64,
-    pub(crate) attempt: u32,
-    pub(crate) token: String,
-    pub(crate) lease: Duration,
-    /// When the claim was sent: the lease started no earlier.
-    pub(crate) sent: Instant,
-    /// Taken back from a lease that ran out (a redelivery).
-    pub(crate) expired: bool,
-    /// Redis' now at the claim (ms).
-    pub(crate) claimed_ms: u64,
-}
+use crate::targets;
 
 /// A job delivered by [`Queue::next`](crate::Queue::next), held under a
 /// lease until [`ack`](Job::ack), [`retry_after`](Job::retry_after),
@@ -70,7 +57,7 @@ pub struct Job {
     pub(crate) payload: Vec<u8>,
     pub(crate) deadline_ms: u64,
     pub(crate) attempt: u32,
-    pub(crate) token: String,
+    pub(crate) token: LeaseToken,
     pub(crate) lease: Duration,
     /// The local estimate of the lease (see the ground rules).
     pub(crate) local_lease: Mutex<LocalLease>,
@@ -78,39 +65,6 @@ pub struct Job {
     pub(crate) held: Option<Held>,
     /// Acked, retried or released (or found lost): nothing to hand back.
     pub(crate) finished: bool,
-}
-
-/// When the current lease was granted, by the local clock, at the latest
-/// (the instant its request was sent), and for how long.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LocalLease {
-    pub(crate) sent: Instant,
-    pub(crate) length: Duration,
-}
-
-impl LocalLease {
-    /// The earliest the lease can run out, as a local instant.
-    fn expires_by(&self) -> Instant {
-        self.sent
-            .checked_add(self.length)
-            .unwrap_or_else(|| self.sent + Duration::from_secs(86_400 * 365 * 30))
-    }
-}
-
-/// Counts one job as held by its queue while it lives.
-pub(crate) struct Held(Arc<Inner>);
-
-impl Held {
-    pub(crate) fn new(inner: &Arc<Inner>) -> Held {
-        inner.held_changed(1);
-        Held(Arc::clone(inner))
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.0.held_changed(-1);
-    }
 }
 
 impl fmt::Debug for Job {
@@ -141,7 +95,7 @@ impl Job {
                 sent: claimed.sent,
                 length: claimed.lease,
             }),
-            held: Some(Held::new(inner)),
+            held: Some(inner.hold()),
             finished: false,
         }
     }
@@ -157,18 +111,70 @@ impl Job {
         );
         let job = Job::from_claimed(inner, claimed);
         if expired {
-            tracing::warn!(queue = inner.name(), job = %job.id, attempt = job.attempt, partition, "job redelivered: its last lease ran out before an ack");
+            tracing::warn!(target: targets::JOB, queue = inner.name(), job = %job.id, attempt = job.attempt, partition, "job redelivered: its last lease ran out before an ack");
         } else {
-            tracing::debug!(queue = inner.name(), job = %job.id, attempt = job.attempt, partition, "job claimed");
+            tracing::debug!(target: targets::JOB, queue = inner.name(), job = %job.id, attempt = job.attempt, partition, "job claimed");
         }
         job
     }
 
+    /// Waits until a job is due, claims between one and `max` under a
+    /// lease and hands them out (what [`Queue::next`](crate::Queue::next)
+    /// and [`Queue::next_batch`](crate::Queue::next_batch) do).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the queue was closed; the backend's.
+    pub(crate) async fn take(inner: &Arc<Inner>, max: usize) -> Result<Vec<Job>, Error> {
+        if inner.is_closed() {
+            return Err(Error::Closed);
+        }
+        let claimed = inner.backend.claim(max).await?;
+        let jobs: Vec<Job> = claimed
+            .into_iter()
+            .map(|c| Job::handed_out(inner, c))
+            .collect();
+        if inner.is_closed() {
+            // Closed while the claim was in flight: dropped after close,
+            // the jobs are released.
+            drop(jobs);
+            return Err(Error::Closed);
+        }
+        Ok(jobs)
+    }
+
+    /// The lease this delivery holds.
+    pub(crate) fn held_lease(&self) -> Lease<'_> {
+        Lease {
+            partition: self.partition,
+            id: &self.id,
+            token: &self.token,
+        }
+    }
+
+    /// The local estimate of the lease.
+    fn local_lease(&self) -> LocalLease {
+        *self.local_lease.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether the lease has run out by the local estimate (which is never
-    /// later than Redis' expiry).
+    /// later than the store's expiry).
     pub(crate) fn lease_ran_out(&self) -> bool {
-        let lease = *self.local_lease.lock().unwrap_or_else(|e| e.into_inner());
-        Instant::now() >= lease.expires_by()
+        self.local_lease().ran_out()
+    }
+
+    /// This job as an ack to send (see [`ack_pending`](Inner::ack_pending)):
+    /// it is finished here, and counts as held until the ack is done.
+    pub(crate) fn into_pending(mut self) -> PendingAck {
+        self.finished = true;
+        PendingAck {
+            partition: self.partition,
+            id: std::mem::replace(&mut self.id, JobId::from("")),
+            token: std::mem::replace(&mut self.token, LeaseToken::NONE),
+            attempt: self.attempt,
+            local_lease: self.local_lease(),
+            held: self.held.take(),
+        }
     }
 
     /// The job's id.
@@ -247,16 +253,20 @@ impl Job {
             self.finished = true;
             return self.lost("ack");
         }
-        let done = self.inner.ack(self.partition, &self.id, &self.token).await;
+        let done = self.inner.backend.ack(self.held_lease()).await;
         self.finished = true;
-        let done = done?;
-        if done {
-            tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
-            crate::metrics::acked(self.inner.name());
+        if done? {
+            self.acked();
             Ok(())
         } else {
             self.lost("ack")
         }
+    }
+
+    /// Reports an ack that succeeded.
+    fn acked(&self) {
+        tracing::debug!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
+        crate::metrics::acked(self.inner.name());
     }
 
     /// Acks this job in the background, batched with this queue's other
@@ -305,7 +315,7 @@ impl Job {
     #[track_caller]
     pub fn ack_batched(self) {
         let inner = Arc::clone(&self.inner);
-        crate::queue::AckBatch::push(&inner, self);
+        inner.queue_ack(self.into_pending());
     }
 
     /// Acks this job and claims the next due job of its partition in the
@@ -352,65 +362,47 @@ impl Job {
             self.ack_quietly().await?;
             return Err(Error::Closed);
         }
-        #[cfg(feature = "redis")]
-        if self.inner.is_redis() {
-            return self.ack_and_next_redis().await;
-        }
-        // The embedded store: an ack, then a claim, both in this process.
-        let queue = crate::Queue {
-            inner: Arc::clone(&self.inner),
-        };
-        self.ack().await?;
-        queue.next().await
-    }
-
-    /// [`ack_and_next`](Job::ack_and_next) on Redis: the ack and the next
-    /// claim in one script.
-    #[cfg(feature = "redis")]
-    async fn ack_and_next_redis(mut self) -> Result<Job, Error> {
+        let inner = Arc::clone(&self.inner);
         // A prefetched job is here already: the ack alone is the round
         // trip.
-        if let Some(next) = self.inner.redis().wake.take_buffered() {
-            let inner = Arc::clone(&self.inner);
+        if let Some(next) = inner.backend.take_claimed() {
             return match self.ack().await {
                 Ok(()) => Ok(Job::handed_out(&inner, next)),
                 Err(error) => {
-                    inner.redis().wake.absorb(vec![next]);
+                    inner.backend.give_back(vec![next]);
                     Err(error)
                 }
             };
         }
-        let outcome = self
-            .inner
-            .redis()
-            .wake
-            .claim_now(self.partition, (self.id.clone(), self.token.clone()))
-            .await;
+        let outcome = inner.backend.ack_and_claim(self.held_lease()).await;
         self.finished = true;
-        let outcome = outcome?;
-        if outcome.acked == Some(false) {
+        let AckAndClaim {
+            acked,
+            replicated,
+            jobs,
+        } = outcome?;
+        if !acked {
             return self.lost("ack");
         }
-        tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
-        if let Err(error) = outcome.replicated {
+        self.acked();
+        if let Err(error) = replicated {
             // The ack reached too few replicas (it is done on the master):
             // the caller hears so. The jobs claimed with it are claimed
             // all the same (a claim is best effort): they go to the next
             // `next` calls.
-            self.inner.redis().wake.absorb(outcome.jobs);
+            inner.backend.give_back(jobs);
             return Err(error);
         }
-        let mut jobs = outcome.jobs.into_iter();
+        let mut jobs = jobs.into_iter();
         match jobs.next() {
             Some(first) => {
-                self.inner.redis().wake.absorb(jobs.collect());
-                Ok(Job::handed_out(&self.inner, first))
+                inner.backend.give_back(jobs.collect());
+                Ok(Job::handed_out(&inner, first))
             }
             None => {
-                let queue = crate::Queue {
-                    inner: Arc::clone(&self.inner),
-                };
-                queue.next().await
+                drop(self);
+                let mut next = Job::take(&inner, 1).await?;
+                Ok(next.pop().expect("a delivery holds at least one job"))
             }
         }
     }
@@ -418,7 +410,7 @@ impl Job {
     /// Acks without the "acked" event's caller context (for a closed
     /// queue's `ack_and_next`).
     async fn ack_quietly(&mut self) -> Result<(), Error> {
-        let done = self.inner.ack(self.partition, &self.id, &self.token).await;
+        let done = self.inner.backend.ack(self.held_lease()).await;
         self.finished = true;
         if done? {
             Ok(())
@@ -452,19 +444,16 @@ impl Job {
     /// # }
     /// ```
     pub async fn retry_after(mut self, delay: Duration) -> Result<(), Error> {
-        let done = self
-            .inner
-            .retry(self.partition, &self.id, &self.token, delay)
-            .await?;
+        let done = self.inner.retry(self.held_lease(), delay).await?;
         self.finished = true;
         match done {
-            1 => {
-                tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, ?delay, "job retried");
+            GaveUp::Rescheduled => {
+                tracing::debug!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, ?delay, "job retried");
                 crate::metrics::retried(self.inner.name());
                 Ok(())
             }
-            2 => Ok(()), // buried, and traced as such by the queue
-            _ => self.lost("retry"),
+            GaveUp::Buried => Ok(()), // traced as such by the queue
+            GaveUp::Lost => self.lost("retry"),
         }
     }
 
@@ -499,13 +488,10 @@ impl Job {
     /// # }
     /// ```
     pub async fn release(mut self) -> Result<(), Error> {
-        let done = self
-            .inner
-            .release(self.partition, &self.id, &self.token)
-            .await?;
+        let done = self.inner.backend.release(self.held_lease()).await?;
         self.finished = true;
         if done {
-            tracing::info!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job released");
+            tracing::info!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job released");
             Ok(())
         } else {
             self.lost("release")
@@ -573,13 +559,14 @@ impl Job {
         let sent = Instant::now();
         let renewed = self
             .inner
-            .extend(self.partition, &self.id, &self.token, lease_ms)
+            .backend
+            .extend(self.held_lease(), lease_ms)
             .await?;
         if renewed {
             let length = Duration::from_millis(lease_ms);
             *self.local_lease.lock().unwrap_or_else(|e| e.into_inner()) =
                 LocalLease { sent, length };
-            tracing::debug!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, lease = ?length, "lease extended");
+            tracing::debug!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, lease = ?length, "lease extended");
             crate::metrics::lease_renewed(self.inner.name());
             Ok(())
         } else {
@@ -650,7 +637,7 @@ impl Job {
     /// returns why.
     async fn renew_until_lost(&self) -> Error {
         loop {
-            let granted = *self.local_lease.lock().unwrap_or_else(|e| e.into_inner());
+            let granted = self.local_lease();
             let renew_at = granted
                 .sent
                 .checked_add(granted.length / 3)
@@ -670,7 +657,7 @@ impl Job {
                     Ok(Ok(())) => break,
                     Ok(Err(error @ Error::LeaseExpired { .. })) => return error,
                     Ok(Err(error)) => {
-                        tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease renewal failed; trying again");
+                        tracing::warn!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease renewal failed; trying again");
                         last_error = Some(error);
                         let again = (Instant::now() + pause).min(expires_by);
                         tiered_timer::sleep_until(again).await;
@@ -691,11 +678,11 @@ impl Job {
         crate::metrics::lease_lost(self.inner.name());
         match last_error {
             Some(error) => {
-                tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease given up: Redis could not be reached before it would run out");
+                tracing::warn!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, %error, "lease given up: Redis could not be reached before it would run out");
                 error
             }
             None => {
-                tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, "lease lost: it ran out before keep_alive could renew it");
+                tracing::warn!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, "lease lost: it ran out before keep_alive could renew it");
                 Error::LeaseExpired {
                     id: self.id.clone(),
                 }
@@ -703,17 +690,10 @@ impl Job {
         }
     }
 
-    /// A lease found lost by `ack_many` before sending: traced, the id
-    /// returned.
-    pub(crate) fn lost_quietly(&self) -> JobId {
-        tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, call = "ack_many", "lease lost: it ran out before the call, and the job is delivered again");
-        self.id.clone()
-    }
-
     /// Reports a lease found lost by `call`.
     pub(crate) fn lost<T>(&self, call: &'static str) -> Result<T, Error> {
         crate::metrics::lease_lost(self.inner.name());
-        tracing::warn!(queue = self.inner.name(), job = %self.id, attempt = self.attempt, call, "lease lost: it ran out before the call, and the job is delivered again");
+        tracing::warn!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, call, "lease lost: it ran out before the call, and the job is delivered again");
         Err(Error::LeaseExpired {
             id: self.id.clone(),
         })
@@ -736,15 +716,20 @@ impl Drop for Job {
         let (partition, id, token, attempt) = (
             self.partition,
             self.id.clone(),
-            std::mem::take(&mut self.token),
+            std::mem::replace(&mut self.token, LeaseToken::NONE),
             self.attempt,
         );
         runtime.spawn(async move {
             let _held = held;
-            match inner.release(partition, &id, &token).await {
-                Ok(true) => tracing::info!(queue = inner.name(), job = %id, attempt, "job released (dropped after close)"),
-                Ok(false) => tracing::warn!(queue = inner.name(), job = %id, attempt, "job dropped after close had already lost its lease"),
-                Err(error) => tracing::warn!(queue = inner.name(), job = %id, attempt, %error, "could not release a job dropped after close; it comes back when its lease runs out"),
+            let lease = Lease {
+                partition,
+                id: &id,
+                token: &token,
+            };
+            match inner.backend.release(lease).await {
+                Ok(true) => tracing::info!(target: targets::JOB, queue = inner.name(), job = %id, attempt, "job released (dropped after close)"),
+                Ok(false) => tracing::warn!(target: targets::JOB, queue = inner.name(), job = %id, attempt, "job dropped after close had already lost its lease"),
+                Err(error) => tracing::warn!(target: targets::JOB, queue = inner.name(), job = %id, attempt, %error, "could not release a job dropped after close; it comes back when its lease runs out"),
             }
         });
     }

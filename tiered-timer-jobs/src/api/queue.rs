@@ -1,11 +1,8 @@
-//! [`Queue`]: scheduling, cancelling, and handing out the jobs its backend
-//! claims. The public calls live here and dispatch on [`Backend`]: Redis
-//! (`on_redis.rs` here, the waker in `src/wake/`, the scripts in
-//! `src/lua/`) or the embedded store (`src/embedded/queue.rs`).
-//! [`Builder`] (`builder.rs`) picks the backend by the URL's scheme. The
-//! scheduling calls are in `schedule.rs`, background acks in
-//! `ack_batch.rs`, and what a [`Job`] needs of its queue handle in
-//! `inner.rs`.
+//! [`Queue`]: a handle on a queue of durable delayed jobs, and its calls
+//! that hand jobs out, count them and close the handle. Scheduling is in
+//! `schedule.rs`, the operator's calls in `operator.rs`, the settings in
+//! `builder.rs`; every call checks its input and makes one call of the
+//! queue's backend (`src/backends.rs`).
 //!
 //! Ground rules:
 //!
@@ -14,105 +11,25 @@
 //!   [`Job`]s and prefetched jobs) and, on Redis, the wake-up batons it
 //!   holds. A process that dies loses nothing but its leases, which run
 //!   out, and its batons, which the chain re-arms.
-//! * Every call is one script or one read (Redis) or one logged record
-//!   group (embedded), wrapped in the command timeout on Redis; input is
-//!   checked before anything is written.
-//! * [`Queue::next`] asks the waker for jobs and waits; dropping it never
-//!   strands a claimed job.
+//! * Input is checked here, once, before the backend sees it: both
+//!   backends give the same answer to the same bad input.
+//! * [`Queue::next`] asks the backend for jobs and waits; dropping it
+//!   never strands a claimed job.
 //! * [`Queue::close`] sets a flag shared by every clone and tells the
-//!   waker, which fails the waiting calls and hands back its batons; jobs
-//!   claimed but not handed out are released. The number of [`Job`]s out
-//!   is counted in a `watch` channel so that [`Queue::shutdown`] can wait
-//!   for it to reach zero.
+//!   backend, which fails the waiting calls and hands back what it holds;
+//!   jobs claimed but not handed out are released. The number of [`Job`]s
+//!   out is counted in a `watch` channel so that [`Queue::shutdown`] can
+//!   wait for it to reach zero.
 
 use std::fmt;
-#[cfg(feature = "redis")]
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
-#[cfg(feature = "redis")]
-use redis::{FromRedisValue, Script, Value};
-use tokio::sync::watch;
-
+use super::inner::Inner;
+use super::job::Job;
+use crate::data::checks::check_job_id;
 use crate::data::error::Error;
-use crate::data::id::check_queue_name;
 use crate::data::id::JobId;
-use crate::job::Job;
-#[cfg(feature = "redis")]
-use crate::redis::conn::{Conn, Limits};
-#[cfg(feature = "redis")]
-use crate::redis::keys::{Keys, LEASED, QUEUES};
-#[cfg(feature = "redis")]
-use crate::redis::scripts;
-#[cfg(feature = "redis")]
-use crate::redis::wake::{Setup, Shared};
-
-mod ack_batch;
-pub(crate) use ack_batch::AckBatch;
-mod builder;
-mod inner;
-#[cfg(feature = "redis")]
-mod on_redis;
-mod schedule;
-
-#[cfg(feature = "redis")]
-use self::on_redis::resolve_partitions;
-#[cfg(feature = "redis")]
-pub(crate) use self::on_redis::{arg, parse};
-pub(crate) use builder::check_url;
-pub use builder::Builder;
-
-/// The shared state behind every clone of a [`Queue`] and every [`Job`].
-pub(crate) struct Inner {
-    name: String,
-    lease: Duration,
-    pub(crate) max_attempts: u32,
-    max_payload: usize,
-    /// Set once by [`Queue::close`].
-    closed: AtomicBool,
-    /// How many [`Job`]s of this queue are out (see the ground rules).
-    held: watch::Sender<usize>,
-    /// Where the jobs are.
-    pub(crate) backend: Backend,
-    /// Acks queued by [`Job::ack_batched`].
-    pub(crate) acks: ack_batch::AckBatch,
-}
-
-/// The store behind a queue handle, picked by the URL's scheme.
-pub(crate) enum Backend {
-    /// `redis://`, `rediss://`, `redis+unix://`.
-    #[cfg(feature = "redis")]
-    Redis(RedisPart),
-    /// `file://`: the embedded store (`src/embedded/`).
-    #[cfg(feature = "embedded")]
-    Embedded(crate::embedded::queue::Local),
-}
-
-/// A Redis queue handle's own state.
-#[cfg(feature = "redis")]
-pub(crate) struct RedisPart {
-    pub(crate) conn: Conn,
-    pub(crate) partitions: Vec<Keys>,
-    /// The waker: waiting calls, held batons, prefetched jobs.
-    pub(crate) wake: Arc<Shared>,
-    /// Set once this handle wrote the queue to the registry (`src/discover.rs`).
-    pub(crate) registered: AtomicBool,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // The last handle (and the last job) is gone: the waker's batons
-        // and prefetched jobs go back to Redis.
-        match &self.backend {
-            #[cfg(feature = "redis")]
-            Backend::Redis(redis) => redis.wake.abandon(),
-            #[cfg(feature = "embedded")]
-            Backend::Embedded(_) => {}
-        }
-    }
-}
+use crate::targets;
 
 /// A durable queue of delayed jobs, in an embedded store (`file://`) or
 /// on Redis.
@@ -120,7 +37,7 @@ impl Drop for Inner {
 /// Cheap to clone (an `Arc`); clones share one connection and one waker
 /// (see [`next`](Queue::next)). On Redis any number of processes may open
 /// the same queue (same Redis, same name, same
-/// [`partitions`](Builder::partitions)); an embedded store is one
+/// [`partitions`](crate::Builder::partitions)); an embedded store is one
 /// process's, shared by every `Queue` connected to it in that process.
 /// Either way each due job is delivered to exactly one
 /// [`next`](Queue::next) call at a time.
@@ -150,7 +67,7 @@ impl fmt::Debug for Queue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Queue")
             .field("name", &self.inner.name)
-            .field("backend", &self.inner.backend_name())
+            .field("backend", &self.inner.backend.name())
             .field("lease", &self.inner.lease)
             .field("max_attempts", &self.inner.max_attempts)
             .finish_non_exhaustive()
@@ -158,48 +75,13 @@ impl fmt::Debug for Queue {
 }
 
 impl Queue {
-    /// Connects to the queue `name` at `url` (an embedded store's
-    /// `file://` directory, or a Redis; see [`builder`](Queue::builder)),
-    /// with the default settings (see [`Builder`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`Builder::connect`].
-    pub async fn connect(url: &str, name: &str) -> Result<Queue, Error> {
-        Queue::builder(url, name).connect().await
-    }
-
-    /// Settings for the queue `name` at `url`: an embedded store's
-    /// directory (`file:///var/lib/app/jobs`, or `file://rel/dir` relative
-    /// to the working directory; the queue's name is then a file name, no
-    /// `/`), or a Redis (`redis://host:port/db`, `rediss://`,
-    /// `redis+unix://`).
-    pub fn builder(url: &str, name: &str) -> Builder {
-        Builder {
-            url: url.to_owned(),
-            name: name.to_owned(),
-            lease: Duration::from_secs(30),
-            max_attempts: 10,
-            max_payload: 512 * 1024,
-            command_timeout: Duration::from_secs(5),
-            health_check: Duration::from_secs(15),
-            replicas: 0,
-            replica_timeout: Duration::from_secs(1),
-            prefetch: 0,
-            register: true,
-            read_only: false,
-            partitions: None,
-            cluster: false,
-        }
-    }
-
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
     /// How many partitions the queue has: the count recorded for it, which
-    /// a handle built without [`Builder::partitions`] adopts (1 on a
+    /// a handle built without [`Builder::partitions`](crate::Builder::partitions) adopts (1 on a
     /// `file://` store).
     ///
     /// # Examples
@@ -212,50 +94,7 @@ impl Queue {
     /// # }
     /// ```
     pub fn partitions(&self) -> u32 {
-        match &self.inner.backend {
-            #[cfg(feature = "redis")]
-            Backend::Redis(redis) => redis.partitions.len() as u32,
-            #[cfg(feature = "embedded")]
-            Backend::Embedded(_) => 1,
-        }
-    }
-
-    /// The random-id batches: the ids in order.
-    async fn schedule_batch(
-        &self,
-        jobs: impl Iterator<Item = (JobId, Due, Vec<u8>)>,
-        delays: bool,
-    ) -> Result<Vec<JobId>, Error> {
-        let (ids, _) = self.inner.schedule_chunks(jobs, delays).await?;
-        Ok(ids)
-    }
-
-    /// Checks one job and schedules it with one script on its partition.
-    async fn schedule_inner(&self, id: JobId, due: Due, payload: Vec<u8>) -> Result<JobId, Error> {
-        let (mode, value) = self.inner.checked_due(&id, due, &payload)?;
-        match &self.inner.backend {
-            #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => {
-                local.schedule(&id, mode == "d", value, &payload).await?;
-                Ok(id)
-            }
-            #[cfg(feature = "redis")]
-            Backend::Redis(_) => {
-                let keys = self.inner.keys_of(&id);
-                let args = vec![
-                    arg(id.as_str()),
-                    arg(mode),
-                    arg(&value.to_string()),
-                    payload,
-                ];
-                let _: (i64, i64) = self
-                    .inner
-                    .eval(&scripts::SCHEDULE_SCRIPT, keys, args)
-                    .await?;
-                self.inner.register().await;
-                Ok(id)
-            }
-        }
+        self.inner.backend.partitions()
     }
 
     /// Acks many jobs in one round trip per partition: each removed for
@@ -274,7 +113,7 @@ impl Queue {
     /// [`Error::Timeout`] or [`Error::Redis`] if Redis could not be
     /// reached: the chunks before the error are acked, the others may or
     /// may not be (their jobs come back after their lease if not);
-    /// [`Error::NotReplicated`] with [`replicas`](Builder::replicas).
+    /// [`Error::NotReplicated`] with [`replicas`](crate::Builder::replicas).
     ///
     /// # Examples
     ///
@@ -291,54 +130,20 @@ impl Queue {
     /// # }
     /// ```
     pub async fn ack_many(&self, jobs: impl IntoIterator<Item = Job>) -> Result<Vec<JobId>, Error> {
+        // Per queue handle: its acks (a job is acked on its own queue).
+        let mut groups: Vec<(Arc<Inner>, Vec<_>)> = Vec::new();
+        for job in jobs {
+            let inner = Arc::clone(&job.inner);
+            let ack = job.into_pending();
+            match groups.iter_mut().find(|(i, _)| Arc::ptr_eq(i, &inner)) {
+                Some((_, acks)) => acks.push(ack),
+                None => groups.push((inner, vec![ack])),
+            }
+        }
         let mut lost = Vec::new();
-        // Per queue handle and partition: (id, token) to send.
-        let mut groups: Vec<AckGroup> = Vec::new();
-        // The jobs count as held until their acks are done, so that
-        // `shutdown` waits for them.
-        let mut held = Vec::new();
-        for mut job in jobs {
-            job.finished = true;
-            held.extend(job.held.take());
-            if job.lease_ran_out() {
-                crate::metrics::acked_many(&job.inner.name, 0, 1);
-                lost.push(job.lost_quietly());
-                continue;
-            }
-            let id = std::mem::replace(&mut job.id, JobId::from(""));
-            let token = std::mem::take(&mut job.token);
-            let group = groups
-                .iter_mut()
-                .find(|(inner, p, _)| Arc::ptr_eq(inner, &job.inner) && *p == job.partition);
-            match group {
-                Some((_, _, list)) => list.push((id, token)),
-                None => groups.push((Arc::clone(&job.inner), job.partition, vec![(id, token)])),
-            }
+        for (inner, acks) in groups {
+            lost.extend(inner.ack_pending(acks).await?);
         }
-        #[cfg_attr(not(feature = "redis"), allow(unused_variables))]
-        for (inner, partition, list) in groups {
-            #[cfg(feature = "embedded")]
-            if let Some(local) = inner.local() {
-                let refused = local.ack_many(&list).await?;
-                for (id, _) in &list {
-                    if !refused.contains(id) {
-                        tracing::debug!(queue = %inner.name, job = %id, "job acked");
-                    }
-                }
-                let acked = (list.len() - refused.len()) as u64;
-                crate::metrics::acked_many(&inner.name, acked, refused.len() as u64);
-                lost.extend(refused);
-                continue;
-            }
-            #[cfg(feature = "redis")]
-            {
-                let refused = Queue::ack_many_redis(&inner, partition, &list).await?;
-                let acked = (list.len() - refused.len()) as u64;
-                crate::metrics::acked_many(&inner.name, acked, refused.len() as u64);
-                lost.extend(refused);
-            }
-        }
-        drop(held);
         Ok(lost)
     }
 
@@ -368,7 +173,7 @@ impl Queue {
     /// # }
     /// ```
     pub async fn flush_acks(&self) -> Result<Vec<JobId>, Error> {
-        AckBatch::wait_flushed(&self.inner).await
+        self.inner.flush_acks().await
     }
 
     /// Cancels a waiting job. Returns `true` if it was waiting and will now
@@ -392,15 +197,8 @@ impl Queue {
     /// # }
     /// ```
     pub async fn cancel(&self, id: &JobId) -> Result<bool, Error> {
-        match &self.inner.backend {
-            #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => {
-                crate::data::id::check_job_id(id.as_str())?;
-                local.cancel(id).await
-            }
-            #[cfg(feature = "redis")]
-            Backend::Redis(_) => self.cancel_redis(id).await,
-        }
+        check_job_id(id.as_str())?;
+        self.inner.backend.cancel(id).await
     }
 
     /// How many jobs are waiting: scheduled, not leased, not dead. (A job
@@ -421,12 +219,7 @@ impl Queue {
     /// # }
     /// ```
     pub async fn pending(&self) -> Result<u64, Error> {
-        match &self.inner.backend {
-            #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => local.pending().await,
-            #[cfg(feature = "redis")]
-            Backend::Redis(_) => self.pending_redis().await,
-        }
+        self.inner.backend.pending().await
     }
 
     /// How many jobs are leased to workers right now (including leases
@@ -447,12 +240,7 @@ impl Queue {
     /// # }
     /// ```
     pub async fn leased(&self) -> Result<u64, Error> {
-        match &self.inner.backend {
-            #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => local.leased().await,
-            #[cfg(feature = "redis")]
-            Backend::Redis(_) => self.leased_redis().await,
-        }
+        self.inner.backend.leased().await
     }
 
     /// Stops handing out jobs, for a worker that is shutting down.
@@ -500,19 +288,12 @@ impl Queue {
     /// # }
     /// ```
     pub fn close(&self) {
-        if !self.inner.closed.swap(true, Ordering::SeqCst) {
-            tracing::info!(queue = %self.inner.name, "queue closed: no more jobs handed out");
+        if self.inner.close() {
+            tracing::info!(target: targets::QUEUE, queue = %self.inner.name, "queue closed: no more jobs handed out");
             // Waiting calls fail, batons go back; prefetched jobs become
             // jobs dropped after close, which release themselves.
-            match &self.inner.backend {
-                #[cfg(feature = "redis")]
-                Backend::Redis(redis) => {
-                    for claimed in redis.wake.close() {
-                        drop(Job::from_claimed(&self.inner, claimed));
-                    }
-                }
-                #[cfg(feature = "embedded")]
-                Backend::Embedded(local) => local.closing.notify_waiters(),
+            for claimed in self.inner.backend.close() {
+                drop(Job::from_claimed(&self.inner, claimed));
             }
         }
     }
@@ -563,16 +344,14 @@ impl Queue {
     /// ```
     pub async fn shutdown(&self) {
         self.close();
-        let mut held = self.inner.held.subscribe();
-        // `wait_for` only fails if the sender is gone; `self` keeps it.
-        let _ = held.wait_for(|n| *n == 0).await;
+        self.inner.all_returned().await;
     }
 
     /// Waits until a job is due, claims it under a lease, and returns it.
     ///
     /// Waiting costs nothing while nothing is due: the queue's waker
     /// blocks on the partitions' wake-up batons (`BZPOPMIN`, one call per
-    /// [`health_check`](Builder::health_check), which is also how a dead
+    /// [`health_check`](crate::Builder::health_check), which is also how a dead
     /// connection is noticed) and sleeps on `tiered-timer` until the time
     /// of the baton it holds. Each due job wakes exactly one waiting
     /// worker across all processes, which claims it in one script; a
@@ -581,12 +360,12 @@ impl Queue {
     /// So a job costs one claim and one ack, and at most one `BZPOPMIN`,
     /// however many workers wait. Under a backlog the calls claim at once,
     /// oldest due first across partitions (a claim at a time: with
-    /// [`prefetch`](Builder::prefetch), a claim takes its jobs from one
+    /// [`prefetch`](crate::Builder::prefetch), a claim takes its jobs from one
     /// partition).
     ///
     /// Cancel-safe: a job claimed for a call that was dropped goes to the
     /// next call on this queue (or is released, see
-    /// [`prefetch`](Builder::prefetch)).
+    /// [`prefetch`](crate::Builder::prefetch)).
     ///
     /// # Errors
     ///
@@ -595,7 +374,7 @@ impl Queue {
     /// [`Error::Redis`] when a claim cannot reach Redis or no wake-up
     /// connection can be opened; call again to go on waiting (the queue
     /// reconnects by itself). Never [`Error::NotReplicated`]: with
-    /// [`replicas`](Builder::replicas), a claim goes on when fewer
+    /// [`replicas`](crate::Builder::replicas), a claim goes on when fewer
     /// replicas are left (a claim lost in a failover only means a
     /// redelivery).
     ///
@@ -614,7 +393,7 @@ impl Queue {
     /// # }
     /// ```
     pub async fn next(&self) -> Result<Job, Error> {
-        let mut jobs = self.take(1).await?;
+        let mut jobs = Job::take(&self.inner, 1).await?;
         Ok(jobs.pop().expect("a delivery holds at least one job"))
     }
 
@@ -642,40 +421,6 @@ impl Queue {
     /// # }
     /// ```
     pub async fn next_batch(&self, max: usize) -> Result<Vec<Job>, Error> {
-        self.take(max.max(1)).await
+        Job::take(&self.inner, max.max(1)).await
     }
-
-    async fn take(&self, max: usize) -> Result<Vec<Job>, Error> {
-        if self.is_closed() {
-            return Err(Error::Closed);
-        }
-        let claimed = match &self.inner.backend {
-            #[cfg(feature = "redis")]
-            Backend::Redis(redis) => redis.wake.wait(max).await?,
-            #[cfg(feature = "embedded")]
-            Backend::Embedded(local) => local.wait(&self.inner, max).await?,
-        };
-        let jobs: Vec<Job> = claimed
-            .into_iter()
-            .map(|c| Job::handed_out(&self.inner, c))
-            .collect();
-        if self.is_closed() {
-            // Closed while the claim was in flight: dropped after close,
-            // the jobs are released.
-            drop(jobs);
-            return Err(Error::Closed);
-        }
-        Ok(jobs)
-    }
-}
-
-/// Jobs to ack together: one queue handle's, one partition's, as (id,
-/// token).
-type AckGroup = (Arc<Inner>, u32, Vec<(JobId, String)>);
-
-/// When a job is due.
-#[derive(Clone, Copy)]
-enum Due {
-    After(Duration),
-    At(SystemTime),
 }

@@ -1,5 +1,4 @@
-//! Finding every queue on a Redis: [`find_queues`], for `ttr` and its
-//! dashboard, and the registry that makes partition counts known.
+//! The registry of queues, and finding every queue on a Redis.
 //!
 //! Ground rules:
 //!
@@ -17,75 +16,21 @@
 //! * On a cluster only the registry is read (a scan would have to visit
 //!   every node).
 
-#[cfg(feature = "redis")]
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::conn::Conn;
+use super::keys::{Keys, QUEUES};
+use super::replication::Durability;
+use super::reply::arg;
+use super::scripts;
+use crate::data::checks::check_queue_name;
 use crate::data::error::Error;
-#[cfg(feature = "redis")]
-use crate::data::id::check_queue_name;
-#[cfg(feature = "redis")]
 use crate::data::limits::MAX_PARTITIONS;
 use crate::data::listing::QueueInfo;
-#[cfg(feature = "redis")]
-use crate::queue::Inner;
-#[cfg(feature = "redis")]
-use crate::redis::keys::QUEUES;
 
-/// Every queue on the Redis at `url` (a node of a Redis Cluster if
-/// `cluster`), by name: those in the registry that a queue's first
-/// connect writes, and, on a single Redis, those found by scanning for the
-/// queues' keys. For a `file://` store, the queues with a log in its
-/// directory (read without opening the store, so while another process
-/// holds it; open each with [`Builder::read_only`](crate::Builder::read_only)
-/// to look at it the same way; `cluster` and `timeout` do not apply).
-///
-/// # Errors
-///
-/// [`Error::InvalidUrl`]; [`Error::Timeout`] (each command waits at most
-/// `timeout`) or [`Error::Redis`]; [`Error::Io`] if a store's directory
-/// cannot be read.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
-/// use std::time::Duration;
-/// let queues =
-///     tiered_timer_jobs::find_queues("redis://127.0.0.1:6379/", false, Duration::from_secs(5))
-///         .await?;
-/// for q in queues {
-///     println!("{} ({} partitions)", q.name, q.partitions);
-/// }
-/// # Ok(())
-/// # }
-/// ```
-pub async fn find_queues(
-    url: &str,
-    cluster: bool,
-    timeout: Duration,
-) -> Result<Vec<QueueInfo>, Error> {
-    crate::queue::check_url(url)?;
-    if url.starts_with("file://") {
-        return local_queues(url);
-    }
-    redis_queues(url, cluster, timeout).await
-}
-
-#[cfg(not(feature = "redis"))]
-async fn redis_queues(
-    url: &str,
-    _cluster: bool,
-    _timeout: Duration,
-) -> Result<Vec<QueueInfo>, Error> {
-    Err(Error::InvalidUrl {
-        reason: format!("{url}: only file:// URLs without the crate's `redis` feature"),
-    })
-}
-
-/// [`find_queues`] on a Redis.
-#[cfg(feature = "redis")]
-async fn redis_queues(
+/// [`find_queues`](crate::find_queues) on a Redis.
+pub(super) async fn find_queues(
     url: &str,
     cluster: bool,
     timeout: Duration,
@@ -159,7 +104,6 @@ async fn redis_queues(
 }
 
 /// Registered counts win over counts guessed from keys.
-#[cfg(feature = "redis")]
 fn add_registered(found: &mut BTreeMap<String, QueueInfo>, registry: Vec<(String, u32)>) {
     for (name, partitions) in registry {
         if check_queue_name(&name).is_err() || !(1..=MAX_PARTITIONS).contains(&partitions) {
@@ -178,7 +122,6 @@ fn add_registered(found: &mut BTreeMap<String, QueueInfo>, registry: Vec<(String
 
 /// The queue name and partition (`None`: a queue of one partition) of a
 /// queue's key, `ttr:{name}:what` or `ttr:{name#p}:what`.
-#[cfg(feature = "redis")]
 fn tag_of(key: &str) -> Option<(&str, Option<u32>)> {
     let rest = key.strip_prefix("ttr:{")?;
     let (tag, what) = rest.split_once('}')?;
@@ -191,7 +134,6 @@ fn tag_of(key: &str) -> Option<(&str, Option<u32>)> {
     Some((name, partition))
 }
 
-#[cfg(feature = "redis")]
 async fn within<T>(
     timeout: Duration,
     future: impl std::future::Future<Output = redis::RedisResult<T>>,
@@ -204,69 +146,89 @@ async fn within<T>(
     }
 }
 
-/// The queues of a `file://` store: one `<name>.log` each.
-fn local_queues(url: &str) -> Result<Vec<QueueInfo>, Error> {
-    #[cfg(feature = "embedded")]
-    {
-        let dir = crate::embedded::queue::dir_of(url)?;
-        let io = |source| Error::Io {
-            path: dir.clone(),
-            doing: "listing the queues of".to_owned(),
-            source,
-        };
-        let mut found: Vec<QueueInfo> = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(io)? {
-            let name = entry.map_err(io)?.file_name();
-            let Some(name) = name.to_str().and_then(|n| n.strip_suffix(".log")) else {
-                continue;
-            };
-            found.push(QueueInfo {
-                name: name.to_owned(),
-                partitions: 1,
-                registered: true,
-            });
+/// The queue's partition count: recorded in the registry ([`QUEUES`]) by
+/// its first connect (if `register`), adopted by a handle that `asked`
+/// none, checked against one that asked for a count.
+///
+/// With `register`, the registry is read and written by one script, so
+/// of two first connects one records its count and the other sees it.
+/// Without, nothing is written, and a queue that is neither registered
+/// nor has keys of its own is [`Error::NoSuchQueue`].
+pub(super) async fn resolve_partitions(
+    conn: &Conn,
+    name: &str,
+    asked: Option<u32>,
+    register: bool,
+) -> Result<u32, Error> {
+    let recorded: Option<u32> = if register {
+        let count = asked.unwrap_or(1);
+        let recorded: u32 = conn
+            .eval(
+                &scripts::RECORD_PARTITIONS_SCRIPT,
+                &[QUEUES.to_owned()],
+                vec![arg(name), arg(&count.to_string())],
+                Durability::Read,
+            )
+            .await?;
+        Some(recorded)
+    } else {
+        conn.query(redis::cmd("HGET").arg(QUEUES).arg(name)).await?
+    };
+    match (recorded, asked) {
+        (Some(recorded), _) if !(1..=MAX_PARTITIONS).contains(&recorded) => {
+            Err(Error::Redis(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "the registry ttr:queues records an impossible partition count",
+                format!("{name}: {recorded}"),
+            ))))
         }
-        found.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(found)
-    }
-    #[cfg(not(feature = "embedded"))]
-    Err(Error::InvalidUrl {
-        reason: format!("{url}: file:// URLs need the crate's `embedded` feature"),
-    })
-}
-
-#[cfg(feature = "redis")]
-impl Inner {
-    /// Writes this queue's partition count to the registry, once per
-    /// handle; a failure is only traced (the next schedule tries again).
-    pub(crate) async fn register(&self) {
-        if self
-            .redis()
-            .registered
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            return;
-        }
-        let partitions = self.redis().partitions.len();
-        // HSETNX: a count recorded by the queue's first connect stays.
-        let cmd = redis::cmd("HSETNX")
-            .arg(QUEUES)
-            .arg(self.name())
-            .arg(partitions)
-            .to_owned();
-        match self.query::<()>(&cmd).await {
-            Ok(()) => self
-                .redis()
-                .registered
-                .store(true, std::sync::atomic::Ordering::Relaxed),
-            Err(error) => {
-                tracing::debug!(queue = %self.name(), %error, "could not register the queue in ttr:queues")
+        (Some(recorded), Some(asked)) if recorded != asked => Err(Error::PartitionMismatch {
+            queue: name.to_owned(),
+            recorded,
+            configured: asked,
+        }),
+        (Some(recorded), _) => Ok(recorded),
+        (None, asked) => {
+            let count = asked.unwrap_or(1);
+            if has_keys(conn, name, count).await? {
+                Ok(count)
+            } else {
+                Err(Error::NoSuchQueue {
+                    queue: name.to_owned(),
+                })
             }
         }
     }
 }
 
-#[cfg(all(test, feature = "redis"))]
+/// Whether any key of the queue's `count` partitions exists (one `EXISTS`
+/// per partition: a partition's keys share a slot).
+async fn has_keys(conn: &Conn, name: &str, count: u32) -> Result<bool, Error> {
+    for partition in 0..count {
+        let keys = Keys::new(name, partition, count);
+        let found: u64 = conn
+            .query(redis::cmd("EXISTS").arg(&keys.ordered[..]))
+            .await?;
+        if found > 0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Records queue `name`'s partition count in the registry unless one is
+/// recorded (`HSETNX`: a count recorded by the queue's first connect
+/// stays).
+pub(super) async fn register(conn: &Conn, name: &str, partitions: u32) -> Result<(), Error> {
+    let cmd = redis::cmd("HSETNX")
+        .arg(QUEUES)
+        .arg(name)
+        .arg(partitions)
+        .to_owned();
+    conn.query::<()>(&cmd).await
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

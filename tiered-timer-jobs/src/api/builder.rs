@@ -1,10 +1,79 @@
-//! [`Builder`]: a queue's settings, and `connect`, which picks the backend
-//! by the URL's scheme and refuses settings the backend does not have.
+//! [`Builder`]: a queue's settings, checked in [`Builder::connect`]
+//! before the backend its URL names opens the queue (the settings a
+//! backend does not have are refused there, from its capabilities: see
+//! `src/contract.rs`).
 
-use super::*;
-#[cfg(feature = "redis")]
-use crate::data::id::random_id;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::inner::Inner;
+use super::queue::Queue;
+use crate::backends::AnyBackend;
+use crate::contract::Settings;
+use crate::data::checks::check_queue_name;
+use crate::data::error::Error;
 use crate::data::limits::{millis_up, LEASE_RANGE, MAX_PARTITIONS, MAX_SPAN_MS};
+
+impl Queue {
+    /// Connects to the queue `name` at `url` (an embedded store's
+    /// `file://` directory, or a Redis; see [`builder`](Queue::builder)),
+    /// with the default settings (see [`Builder`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::connect`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+    /// let queue = tiered_timer_jobs::Queue::connect("file:///var/lib/shop/jobs", "orders").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect(url: &str, name: &str) -> Result<Queue, Error> {
+        Queue::builder(url, name).connect().await
+    }
+
+    /// Settings for the queue `name` at `url`: an embedded store's
+    /// directory (`file:///var/lib/app/jobs`, or `file://rel/dir` relative
+    /// to the working directory; the queue's name is also a file's name
+    /// there), or a Redis
+    /// (`redis://host:port/db`, `rediss://`, `redis+unix://`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+    /// let queue = tiered_timer_jobs::Queue::builder("redis://127.0.0.1:6379/", "orders")
+    ///     .max_attempts(5)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn builder(url: &str, name: &str) -> Builder {
+        Builder {
+            settings: Settings {
+                url: url.to_owned(),
+                name: name.to_owned(),
+                lease: Duration::from_secs(30),
+                max_attempts: 10,
+                max_payload: 512 * 1024,
+                command_timeout: Duration::from_secs(5),
+                health_check: Duration::from_secs(15),
+                replicas: 0,
+                replica_timeout: Duration::from_secs(1),
+                prefetch: 0,
+                register: true,
+                read_only: false,
+                partitions: None,
+                cluster: false,
+            },
+        }
+    }
+}
 
 /// Settings for a [`Queue`], from [`Queue::builder`].
 ///
@@ -24,23 +93,31 @@ use crate::data::limits::{millis_up, LEASE_RANGE, MAX_PARTITIONS, MAX_SPAN_MS};
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Builder {
-    pub(super) url: String,
-    pub(super) name: String,
-    pub(super) lease: Duration,
-    pub(super) max_attempts: u32,
-    pub(super) max_payload: usize,
-    pub(super) command_timeout: Duration,
-    pub(super) health_check: Duration,
-    pub(super) replicas: u32,
-    pub(super) replica_timeout: Duration,
-    pub(super) prefetch: usize,
-    pub(super) register: bool,
-    pub(super) read_only: bool,
-    /// `None`: the count recorded for the queue (1 for a new one).
-    pub(super) partitions: Option<u32>,
-    pub(super) cluster: bool,
+    settings: Settings,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.settings;
+        f.debug_struct("Builder")
+            .field("url", &s.url)
+            .field("name", &s.name)
+            .field("lease", &s.lease)
+            .field("max_attempts", &s.max_attempts)
+            .field("max_payload", &s.max_payload)
+            .field("command_timeout", &s.command_timeout)
+            .field("health_check", &s.health_check)
+            .field("replicas", &s.replicas)
+            .field("replica_timeout", &s.replica_timeout)
+            .field("prefetch", &s.prefetch)
+            .field("register", &s.register)
+            .field("read_only", &s.read_only)
+            .field("partitions", &s.partitions)
+            .field("cluster", &s.cluster)
+            .finish()
+    }
 }
 
 impl Builder {
@@ -50,20 +127,20 @@ impl Builder {
     /// years), as for [`Job::extend_lease`](crate::Job::extend_lease):
     /// [`connect`](Builder::connect) checks it.
     pub fn lease(mut self, lease: Duration) -> Builder {
-        self.lease = lease;
+        self.settings.lease = lease;
         self
     }
 
     /// How many deliveries a job gets; after the last one's lease runs out
     /// (or it is retried) it goes to the dead letters. Default 10.
     pub fn max_attempts(mut self, max_attempts: u32) -> Builder {
-        self.max_attempts = max_attempts;
+        self.settings.max_attempts = max_attempts;
         self
     }
 
     /// The largest payload, in bytes. Default 512 KiB.
     pub fn max_payload(mut self, bytes: usize) -> Builder {
-        self.max_payload = bytes;
+        self.settings.max_payload = bytes;
         self
     }
 
@@ -73,7 +150,7 @@ impl Builder {
     ///
     /// Redis only; accepted and ignored on a `file://` store.
     pub fn command_timeout(mut self, timeout: Duration) -> Builder {
-        self.command_timeout = timeout;
+        self.settings.command_timeout = timeout;
         self
     }
 
@@ -92,7 +169,7 @@ impl Builder {
     ///
     /// Redis only; accepted and ignored on a `file://` store.
     pub fn health_check(mut self, every: Duration) -> Builder {
-        self.health_check = every;
+        self.settings.health_check = every;
         self
     }
 
@@ -122,7 +199,7 @@ impl Builder {
     /// Redis only: above 0 it is [`Error::Unsupported`] on a `file://`
     /// store (whose writes are on its disk before they return).
     pub fn replicas(mut self, n: u32) -> Builder {
-        self.replicas = n;
+        self.settings.replicas = n;
         self
     }
 
@@ -131,7 +208,7 @@ impl Builder {
     /// [command timeout](Builder::command_timeout): a write whose `WAIT`
     /// outlasts that is [`Error::Timeout`], not `NotReplicated`.
     pub fn replica_timeout(mut self, timeout: Duration) -> Builder {
-        self.replica_timeout = timeout;
+        self.settings.replica_timeout = timeout;
         self
     }
 
@@ -150,7 +227,7 @@ impl Builder {
     /// Redis only (it saves round trips); accepted and ignored on a
     /// `file://` store, whose claims are in-process.
     pub fn prefetch(mut self, jobs: usize) -> Builder {
-        self.prefetch = jobs;
+        self.settings.prefetch = jobs;
         self
     }
 
@@ -181,7 +258,7 @@ impl Builder {
     /// # }
     /// ```
     pub fn register(mut self, register: bool) -> Builder {
-        self.register = register;
+        self.settings.register = register;
         self
     }
 
@@ -222,7 +299,7 @@ impl Builder {
     /// # }
     /// ```
     pub fn read_only(mut self, read_only: bool) -> Builder {
-        self.read_only = read_only;
+        self.settings.read_only = read_only;
         self
     }
 
@@ -257,7 +334,7 @@ impl Builder {
     /// # }
     /// ```
     pub fn partitions(mut self, n: u32) -> Builder {
-        self.partitions = Some(n);
+        self.settings.partitions = Some(n);
         self
     }
 
@@ -265,7 +342,7 @@ impl Builder {
     /// a single Redis. Redis only: [`Error::Unsupported`] on a `file://`
     /// store.
     pub fn cluster(mut self) -> Builder {
-        self.cluster = true;
+        self.settings.cluster = true;
         self
     }
 
@@ -287,245 +364,44 @@ impl Builder {
     /// connection is refused, [`Error::Timeout`] if Redis does not answer
     /// within the command timeout.
     pub async fn connect(self) -> Result<Queue, Error> {
-        check_url(&self.url)?;
-        check_queue_name(&self.name)?;
-        if self.lease.is_zero() || millis_up(self.lease) > MAX_SPAN_MS {
-            return Err(Error::InvalidConfig {
-                reason: LEASE_RANGE,
-            });
-        }
-        if self.max_attempts == 0 {
-            return Err(Error::InvalidConfig {
-                reason: "max_attempts must be at least 1",
-            });
-        }
-        if self
-            .partitions
-            .is_some_and(|n| n == 0 || n > MAX_PARTITIONS)
-        {
-            return Err(Error::InvalidConfig {
-                reason: "partitions must be between 1 and 1024",
-            });
-        }
-        if self.command_timeout.is_zero() {
-            return Err(Error::InvalidConfig {
-                reason: "the command timeout must not be zero",
-            });
-        }
-        if self.health_check < Duration::from_millis(100) {
-            return Err(Error::InvalidConfig {
-                reason: "the health check interval must be at least 100 ms",
-            });
-        }
-        if self.replicas > 0 && self.replica_timeout.is_zero() {
-            return Err(Error::InvalidConfig {
-                reason: "the replica timeout must not be zero",
-            });
-        }
-        if self.prefetch > 1000 {
-            return Err(Error::InvalidConfig {
-                reason: "prefetch must be at most 1000",
-            });
-        }
-        if self.url.starts_with("file://") {
-            return self.connect_embedded().await;
-        }
-        if self.read_only {
-            return Err(Error::Unsupported {
-                setting: "read_only",
-                backend: "redis",
-            });
-        }
-        self.connect_redis().await
-    }
-
-    #[cfg(not(feature = "redis"))]
-    async fn connect_redis(self) -> Result<Queue, Error> {
-        Err(Error::InvalidUrl {
-            reason: format!(
-                "{}: only file:// URLs without the crate's `redis` feature",
-                self.url
-            ),
-        })
-    }
-
-    /// Connects to Redis.
-    #[cfg(feature = "redis")]
-    async fn connect_redis(self) -> Result<Queue, Error> {
-        let timeout = self.command_timeout;
-        let limits = Limits {
-            command_timeout: timeout,
-            health_check: self.health_check,
-            replicas: self.replicas,
-            replica_timeout: self.replica_timeout,
-        };
-        let conn = Conn::open(&self.url, self.cluster, limits)
-            .await
-            .map_err(Error::not_redis)?;
-        let count = resolve_partitions(&conn, &self.name, self.partitions, self.register)
-            .await
-            .map_err(Error::not_redis)?;
-        let partitions: Vec<Keys> = (0..count)
-            .map(|p| Keys::new(&self.name, p, count))
-            .collect();
-        let wake = Shared::start(Setup {
-            name: self.name.clone(),
-            conn: conn.clone(),
-            partitions: partitions.clone(),
-            lease: Duration::from_millis(millis_up(self.lease)),
-            max_attempts: self.max_attempts,
-            prefetch: self.prefetch,
-            health_check: self.health_check,
-            token_prefix: format!("{}-", &random_id()[..16]),
-            tokens: AtomicU64::new(0),
-        });
+        let settings = self.settings;
+        check(&settings)?;
+        let backend = AnyBackend::open(&settings).await?;
         Ok(Queue {
-            inner: Arc::new(Inner {
-                name: self.name,
-                lease: self.lease,
-                max_attempts: self.max_attempts,
-                max_payload: self.max_payload,
-                closed: AtomicBool::new(false),
-                held: watch::Sender::new(0),
-                acks: Default::default(),
-                backend: Backend::Redis(RedisPart {
-                    conn,
-                    partitions,
-                    wake,
-                    // Connecting recorded the partition count (if asked to).
-                    registered: AtomicBool::new(self.register),
-                }),
-            }),
+            inner: Arc::new(Inner::new(settings, backend)),
         })
     }
 }
 
-impl Builder {
-    /// Opens (or creates) the queue in a `file://` store: the Redis-only
-    /// settings that would change what the queue promises are refused.
-    #[cfg(feature = "embedded")]
-    async fn connect_embedded(self) -> Result<Queue, Error> {
-        use crate::embedded::queue as local;
-        let unsupported = |setting| Error::Unsupported {
-            setting,
-            backend: "embedded",
-        };
-        if self.partitions.is_some_and(|n| n != 1) {
-            return Err(unsupported("partitions"));
-        }
-        if self.cluster {
-            return Err(unsupported("cluster"));
-        }
-        if self.replicas > 0 {
-            return Err(unsupported("replicas"));
-        }
-        local::check_file_name(&self.name)?;
-        let dir = local::dir_of(&self.url)?;
-        if !self.register || self.read_only {
-            local::check_exists(&dir, &self.name).map_err(|error| match error {
-                Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                    Error::NoSuchQueue {
-                        queue: self.name.clone(),
-                    }
-                }
-                error => error,
-            })?;
-        }
-        let local = if self.read_only {
-            local::open_read_only(&dir, &self.name).await?
-        } else {
-            local::open(&dir, &self.name).await?
-        };
-        Ok(Queue {
-            inner: Arc::new(Inner {
-                name: self.name,
-                lease: self.lease,
-                max_attempts: self.max_attempts,
-                max_payload: self.max_payload,
-                closed: AtomicBool::new(false),
-                held: watch::Sender::new(0),
-                acks: Default::default(),
-                backend: Backend::Embedded(local),
-            }),
-        })
+/// The checks of the settings every backend shares, in the order they are
+/// reported.
+fn check(settings: &Settings) -> Result<(), Error> {
+    crate::backends::check_url(&settings.url)?;
+    check_queue_name(&settings.name)?;
+    let invalid = |reason| Err(Error::InvalidConfig { reason });
+    if settings.lease.is_zero() || millis_up(settings.lease) > MAX_SPAN_MS {
+        return invalid(LEASE_RANGE);
     }
-
-    #[cfg(not(feature = "embedded"))]
-    async fn connect_embedded(self) -> Result<Queue, Error> {
-        Err(Error::InvalidUrl {
-            reason: "file:// URLs need the crate's `embedded` feature".to_owned(),
-        })
+    if settings.max_attempts == 0 {
+        return invalid("max_attempts must be at least 1");
     }
-}
-
-/// The URLs a queue can be at, for error messages.
-const ACCEPTED_URLS: &str = "file:///path/to/dir (an embedded store), redis://, rediss://, \
-                             redis+unix://, unix://, valkey://, valkeys:// or valkey+unix://";
-
-/// Checks that `url` names a store this crate opens: `file://` and a
-/// directory, or a scheme the `redis` crate takes. The URL itself is not
-/// repeated in the error (it may hold a password).
-pub(crate) fn check_url(url: &str) -> Result<(), Error> {
-    let invalid = |reason: String| Err(Error::InvalidUrl { reason });
-    match url.split_once("://") {
-        Some(("file", "" | "localhost" | "localhost/")) => invalid(
-            "file:// needs the store's directory after it, as in file:///var/lib/app/jobs"
-                .to_owned(),
-        ),
-        Some((
-            "file" | "redis" | "rediss" | "redis+unix" | "unix" | "valkey" | "valkeys"
-            | "valkey+unix",
-            _,
-        )) => Ok(()),
-        Some((scheme, _))
-            if !scheme.is_empty()
-                && scheme.len() <= 16
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
-        {
-            invalid(format!(
-                "{scheme}:// is not a job store's scheme; use {ACCEPTED_URLS}"
-            ))
-        }
-        _ => invalid(format!("not a URL; use {ACCEPTED_URLS}")),
+    if settings
+        .partitions
+        .is_some_and(|n| n == 0 || n > MAX_PARTITIONS)
+    {
+        return invalid("partitions must be between 1 and 1024");
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_are_checked_by_scheme_without_repeating_them() {
-        for good in [
-            "file:///var/lib/jobs",
-            "file://rel/dir",
-            "redis://127.0.0.1:6379/",
-            "rediss://h/",
-            "redis+unix:///run/redis.sock",
-            "unix:///run/redis.sock",
-            "valkey://h/",
-        ] {
-            assert!(check_url(good).is_ok(), "{good}");
-        }
-        for (bad, says) in [
-            (
-                "http://user:secret@localhost/",
-                "http:// is not a job store's scheme; use file:///",
-            ),
-            ("file://", "file:// needs the store's directory"),
-            ("file://localhost/", "file:// needs the store's directory"),
-            ("not a url", "not a URL; use file:///"),
-            ("\x1b[2J://x", "not a URL"),
-        ] {
-            let error = check_url(bad).unwrap_err().to_string();
-            assert!(error.contains(says), "{bad}: {error}");
-            assert!(
-                error.contains("redis://") || bad.starts_with("file"),
-                "{error}"
-            );
-            assert!(!error.contains("secret"), "{error}");
-        }
+    if settings.command_timeout.is_zero() {
+        return invalid("the command timeout must not be zero");
     }
+    if settings.health_check < Duration::from_millis(100) {
+        return invalid("the health check interval must be at least 100 ms");
+    }
+    if settings.replicas > 0 && settings.replica_timeout.is_zero() {
+        return invalid("the replica timeout must not be zero");
+    }
+    if settings.prefetch > 1000 {
+        return invalid("prefetch must be at most 1000");
+    }
+    Ok(())
 }
