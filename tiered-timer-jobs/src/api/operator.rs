@@ -239,6 +239,9 @@ impl Queue {
     /// 500 jobs) and the pages merged, so a page must end within the first
     /// 10 000 jobs.
     ///
+    /// A page that starts past the listing's end is empty, whatever its
+    /// `offset`.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for a `limit` of 0 or above 1 000, or a

@@ -182,7 +182,7 @@ impl Queue {
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] or [`Error::Redis`].
+    /// [`Error::InvalidJobId`]; [`Error::Timeout`] or [`Error::Redis`].
     ///
     /// # Examples
     ///
