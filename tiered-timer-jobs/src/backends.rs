@@ -26,14 +26,15 @@ use crate::data::repaired::Repaired;
 use crate::data::stats::{DeadLetter, Stats};
 
 /// The backends, one line each: `"name" Variant(type) = [URL schemes]
-/// "how its URLs look, for error messages" has [the capabilities it has]`
-/// (see [`Capabilities`]; its name is also the cargo feature that builds
-/// it). Passes the list to the macro `$then`, after `$args`.
+/// "how its URLs look" needs "what a URL names after the scheme" "an
+/// example" has [the capabilities it has]` (the texts are for error
+/// messages; see [`Capabilities`]; its name is also the cargo feature that
+/// builds it). Passes the list to the macro `$then`, after `$args`.
 macro_rules! with_backends {
     ($then:ident ! ($($args:tt)*)) => {
         $then! { $($args)* [
-            "embedded" Embedded(crate::embedded::EmbeddedBackend) = ["file"] "file:///path/to/dir (an embedded store)" has [read_only],
-            "redis" Redis(crate::redis::RedisBackend) = ["redis", "rediss", "redis+unix", "unix", "valkey", "valkeys", "valkey+unix"] "redis://, rediss://, redis+unix://, unix://, valkey://, valkeys:// or valkey+unix://" has [partitions, cluster, replicas],
+            "embedded" Embedded(crate::embedded::EmbeddedBackend) = ["file"] "file:///path/to/dir (an embedded store)" needs "the store's directory" "file:///var/lib/app/jobs" has [read_only],
+            "redis" Redis(crate::redis::RedisBackend) = ["redis", "rediss", "redis+unix", "unix", "valkey", "valkeys", "valkey+unix"] "redis://, rediss://, redis+unix://, unix://, valkey://, valkeys:// or valkey+unix://" needs "the server's address" "redis://127.0.0.1:6379/ or redis+unix:///run/redis.sock" has [partitions, cluster, replicas],
         ] }
     };
 }
@@ -41,7 +42,7 @@ macro_rules! with_backends {
 /// The enum of the backends this build has, and every URL scheme of every
 /// backend, built or not.
 macro_rules! declare_backends {
-    (() [ $( $feature:literal $variant:ident($ty:ty) = [$($scheme:literal),*] $shown:literal has [$($has:ident),*], )* ]) => {
+    (() [ $( $feature:literal $variant:ident($ty:ty) = [$($scheme:literal),*] $shown:literal needs $needs:literal $example:literal has [$($has:ident),*], )* ]) => {
         /// The backend of a queue handle.
         pub(crate) enum AnyBackend {
             $( #[cfg(feature = $feature)] $variant($ty), )*
@@ -53,6 +54,7 @@ macro_rules! declare_backends {
                 name: $feature,
                 schemes: &[$($scheme),*],
                 shown: $shown,
+                needs: ($needs, $example),
                 has: Capabilities { $($has: true,)* ..Capabilities::NONE },
             },
         )* ];
@@ -79,6 +81,8 @@ struct Listed {
     schemes: &'static [&'static str],
     /// How its URLs look, for error messages.
     shown: &'static str,
+    /// What its URLs name after the scheme, and an example.
+    needs: (&'static str, &'static str),
     /// What it has beyond the common contract.
     has: Capabilities,
 }
@@ -97,7 +101,7 @@ macro_rules! dispatch {
     };
 }
 macro_rules! dispatch_arms {
-    (($any:expr, $b:ident, $call:expr) [ $( $feature:literal $variant:ident($ty:ty) = [$($scheme:literal),*] $shown:literal has [$($has:ident),*], )* ]) => {
+    (($any:expr, $b:ident, $call:expr) [ $( $feature:literal $variant:ident($ty:ty) = [$($scheme:literal),*] $shown:literal needs $needs:literal $example:literal has [$($has:ident),*], )* ]) => {
         match $any {
             $( #[cfg(feature = $feature)] AnyBackend::$variant($b) => $call, )*
         }
@@ -113,7 +117,7 @@ macro_rules! by_scheme {
     };
 }
 macro_rules! by_scheme_arms {
-    (($scheme:expr, $B:ident, $wrap:ident, $call:expr, $none:expr) [ $( $feature:literal $variant:ident($ty:ty) = [$($s:literal),*] $shown:literal has [$($has:ident),*], )* ]) => {
+    (($scheme:expr, $B:ident, $wrap:ident, $call:expr, $none:expr) [ $( $feature:literal $variant:ident($ty:ty) = [$($s:literal),*] $shown:literal needs $needs:literal $example:literal has [$($has:ident),*], )* ]) => {
         match $scheme {
             $(
                 #[cfg(feature = $feature)]
@@ -146,7 +150,7 @@ fn accepted() -> String {
 /// [`Error::InvalidUrl`], saying which schemes are accepted.
 pub(crate) fn check_url(url: &str) -> Result<&str, Error> {
     let invalid = |reason: String| Err(Error::InvalidUrl { reason });
-    let Some((scheme, _)) = url.split_once("://") else {
+    let Some((scheme, rest)) = url.split_once("://") else {
         return invalid(format!("not a URL; use {}", accepted()));
     };
     let looks_like_a_scheme = !scheme.is_empty()
@@ -157,10 +161,16 @@ pub(crate) fn check_url(url: &str) -> Result<&str, Error> {
     if !looks_like_a_scheme {
         return invalid(format!("not a URL; use {}", accepted()));
     }
-    if listed(scheme).is_none() {
+    let Some(backend) = listed(scheme) else {
         return invalid(format!(
             "{scheme}:// is not a job store's scheme; use {}",
             accepted()
+        ));
+    };
+    if rest.is_empty() {
+        let (needs, example) = backend.needs;
+        return invalid(format!(
+            "{scheme}:// needs {needs} after it, as in {example}"
         ));
     }
     by_scheme!(scheme, B, _wrap => B::check_url(url).map(|()| scheme), else Ok(scheme))
@@ -351,9 +361,9 @@ mod tests {
         ] {
             assert!(check_url(good).is_ok(), "{good}");
         }
-        // A file:// URL's directory is the embedded backend's to check: a
-        // build without it says so when a store is opened.
-        let no_directory = if cfg!(feature = "embedded") {
+        // Which directory a file:// URL names is the embedded backend's to
+        // check: a build without it says so when a store is opened.
+        let localhost_only = if cfg!(feature = "embedded") {
             "file:// needs the store's directory"
         } else {
             "file:// URLs need the crate's `embedded` feature"
@@ -363,8 +373,8 @@ mod tests {
                 "http://user:secret@localhost/",
                 "http:// is not a job store's scheme; use file:///",
             ),
-            ("file://", no_directory),
-            ("file://localhost/", no_directory),
+            ("file://", "file:// needs the store's directory"),
+            ("file://localhost/", localhost_only),
             ("not a url", "not a URL; use file:///"),
             ("\x1b[2J://x", "not a URL"),
         ] {

@@ -64,6 +64,16 @@
 //!   the chain).
 //! * Losing and re-establishing a blocking connection are `tracing`
 //!   events (warn and info).
+//!
+//! # Files, in import order
+//!
+//! `baton.rs` (a baton, the clock offset, the times that govern batons) <-
+//! `request.rs` (a claim's request and reply) <- `fair.rs` (what the
+//! claims said of each partition) <- `state.rs` (what the mutex guards,
+//! and the choices made under it) <- `shared.rs` (what `next` and the
+//! task share: waiting, closing, handing back) <- `claim.rs` (running a
+//! claim so that nothing it takes is stranded) <- `waker.rs` (the task,
+//! and [`start`]).
 
 mod baton;
 mod claim;
