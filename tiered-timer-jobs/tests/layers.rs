@@ -145,6 +145,17 @@ impl Graph {
                 .any(|t| m == t || m.starts_with(&format!("{t}::")))
         };
         let modules: BTreeSet<String> = all.keys().filter(|m| !is_test(m)).cloned().collect();
+        // The names the crate root re-exports (`pub use crate::api::Queue`),
+        // and the module each is from.
+        let empty = BTreeMap::new();
+        let mut root = BTreeMap::new();
+        for (inline, path) in parsed.get("").map_or(&Vec::new(), |p| &p.paths) {
+            if let (true, Some(name)) = (inline.is_empty(), path.last()) {
+                if let Some(from) = resolve(&modules, &empty, "", path) {
+                    root.insert(name.clone(), from);
+                }
+            }
+        }
         let mut edges: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         let mut untargeted = Vec::new();
         for (module, file) in &all {
@@ -161,7 +172,7 @@ impl Graph {
                 } else {
                     format!("{module}::{inline}")
                 };
-                if let Some(to) = resolve(&modules, &here, path) {
+                if let Some(to) = resolve(&modules, &root, &here, path) {
                     if &to != module && !to.is_empty() {
                         edges
                             .entry(module.clone())
@@ -361,7 +372,12 @@ fn strongly_connected(next: &[Vec<usize>]) -> Vec<Vec<usize>> {
 
 /// The module a path names from module `here`: the longest prefix that is
 /// a module (`None` for another crate's path).
-fn resolve(modules: &BTreeSet<String>, here: &str, path: &[String]) -> Option<String> {
+fn resolve(
+    modules: &BTreeSet<String>,
+    root: &BTreeMap<String, String>,
+    here: &str,
+    path: &[String],
+) -> Option<String> {
     let (mut base, rest) = match path.first()?.as_str() {
         "crate" => (String::new(), &path[1..]),
         "self" => (here.to_owned(), &path[1..]),
@@ -382,11 +398,17 @@ fn resolve(modules: &BTreeSet<String>, here: &str, path: &[String]) -> Option<St
     while !base.is_empty() && !modules.contains(&base) {
         base = parent_of(&base);
     }
-    for segment in rest {
+    for (i, segment) in rest.iter().enumerate() {
         let deeper = join(&base, segment);
         if modules.contains(&deeper) {
             base = deeper;
         } else {
+            // A name the crate root re-exports stands for where it is from.
+            if i == 0 && base.is_empty() {
+                if let Some(from) = root.get(segment) {
+                    return Some(from.clone());
+                }
+            }
             break;
         }
     }
@@ -850,6 +872,20 @@ fn an_import_that_runs_back_up_is_found() {
         "{problems:?}"
     );
     assert!(problems[1].starts_with("a circle: "), "{problems:?}");
+}
+
+#[test]
+fn an_import_through_the_crate_roots_re_export_is_followed() {
+    let graph = crate_of(&[
+        ("lib.rs", "mod api; mod data; pub use crate::api::Queue;"),
+        ("api.rs", "pub struct Queue; use crate::data::Id;"),
+        ("data.rs", "pub struct Id; fn f(_: &crate::Queue) {}"),
+    ]);
+    let problems = graph.problems(TOY_LAYERS);
+    assert!(
+        problems[0].starts_with("data (bottom) imports api (top)"),
+        "{problems:?}"
+    );
 }
 
 #[test]
