@@ -122,15 +122,25 @@
 //!
 //! # Design
 //!
-//! Per queue (or per partition), under one hash tag (see `src/keys.rs`):
+//! The crate is layered (CONTRIBUTING.md, "Architecture of the jobs
+//! crate", draws it): the public API (`src/api/`) checks every input once
+//! and calls the queue's backend through one enum (`src/backends.rs`, the
+//! only place backends are named); each backend (`src/redis/`, `src/embedded/`) implements one
+//! private trait, the backend contract (`src/contract.rs`), in the
+//! backend-neutral values of `src/data/`. So both backends give the same
+//! answer to the same bad input, and a setting one of them lacks is
+//! [`Error::Unsupported`], said in one place.
+//!
+//! On Redis, per queue (or per partition), under one hash tag (see
+//! `src/redis/keys.rs`):
 //! a sorted set of jobs (the *timeline*: waiting jobs scored by due time
 //! in milliseconds of Redis' clock, leased ones by 2^52 + their lease
 //! expiry); a hash of payloads, leases (attempts, token, deadline) and
 //! last errors; a sorted set of dead letters scored by when they died; and
 //! a sorted set of wake-up batons.
 //!
-//! Every change is one Lua script (`src/scripts.rs`, `src/lua/`), so it is
-//! atomic:
+//! Every change is one Lua script (`src/redis/scripts.rs`,
+//! `src/redis/lua/`), so it is atomic:
 //!
 //! * *schedule* reads `TIME`, adds the job unless its id is waiting or
 //!   leased, and, if it is now the partition's earliest event, puts a
@@ -148,7 +158,7 @@
 //!   they remove, reschedule (or bury), renew (expiry = Redis' now + the
 //!   lease) or hand back the job.
 //!
-//! Waiting is the waker's (`src/wake.rs`): one task per [`Queue`] handle
+//! Waiting is the waker's (`src/redis/wake/`): one task per [`Queue`] handle
 //! that blocks on the batons (`BZPOPMIN`, one worker per baton), converts
 //! a baton's time to a local instant with the clock offset measured on
 //! its last claim (never comparing clocks beyond that: a baton that fires
@@ -206,10 +216,20 @@
 //! # Tracing
 //!
 //! The crate emits [`tracing`](https://docs.rs/tracing) events, silent
-//! unless the application installs a subscriber. Targets are the module
-//! paths (`tiered_timer_jobs::queue`, `::job`, `::wake`); fields are
-//! `queue`, `job` (the id), `attempt` and, where it helps, `partition`,
-//! `lease`, `error`:
+//! unless the application installs a subscriber. Every event names its
+//! target, one of five that do not change when code moves between
+//! modules (filter on them, or on `tiered_timer_jobs` for all):
+//!
+//! | target | events |
+//! |---|---|
+//! | `tiered_timer_jobs::job` | one job's life: claimed, redelivered, acked, retried, failed, released, moved to the dead letters; its lease extended, lost or given up |
+//! | `tiered_timer_jobs::queue` | a queue handle: closed; background acks that failed; its registration in `ttr:queues` |
+//! | `tiered_timer_jobs::wake` | the Redis waker: wake-up connections lost and re-established, batons handed back, stale chain heads re-armed, claims that failed |
+//! | `tiered_timer_jobs::redis` | Redis connections: cluster connections replaced, redirects sent again, masters short of replicas |
+//! | `tiered_timer_jobs::embedded` | the embedded store: torn writes cut off, damaged frames found or quarantined, compactions that failed, its driver thread |
+//!
+//! Fields are `queue`, `job` (the id), `attempt` and, where it helps,
+//! `partition`, `lease`, `error`:
 //!
 //! | event | level |
 //! |---|---|
@@ -244,39 +264,29 @@
 #[cfg(not(any(feature = "embedded", feature = "redis")))]
 compile_error!("tiered-timer-jobs needs a backend: enable the `embedded` or the `redis` feature (both are default)");
 
-mod admin;
-#[cfg(feature = "redis")]
-mod conn;
-mod discover;
+// The layers, top to bottom (see CONTRIBUTING.md, "Architecture of the
+// jobs crate"): the API; where backends are chosen; the backends; the
+// contract they implement; backend-neutral data.
+mod api;
+mod backends;
+mod contract;
+mod data;
 #[cfg(feature = "embedded")]
 mod embedded;
-mod error;
-mod failure;
-mod human;
-mod inspect;
-mod job;
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
-mod keys;
-mod lateness;
 mod metrics;
-mod queue;
-mod repair;
 #[cfg(feature = "redis")]
-mod replication;
-#[cfg(feature = "redis")]
-mod scripts;
-#[cfg(feature = "redis")]
-mod wake;
+mod redis;
+mod targets;
 
-pub use crate::admin::{DeadLetter, Stats};
-pub use crate::discover::{find_queues, QueueInfo};
-pub use crate::error::Error;
-pub use crate::failure::Fate;
-pub use crate::inspect::{JobInfo, JobState, JobSummary, Listing, Page, MAX_PAGE, PREVIEW};
-pub use crate::job::{Job, JobId};
-pub use crate::lateness::Lateness;
-pub use crate::queue::{Builder, Queue};
-pub use crate::repair::{repair, Quarantined, Repaired};
+pub use crate::api::{find_queues, repair, Builder, Fate, Job, Queue};
+pub use crate::data::error::Error;
+pub use crate::data::id::JobId;
+pub use crate::data::lateness::Lateness;
+pub use crate::data::listing::{
+    JobInfo, JobState, JobSummary, Listing, Page, QueueInfo, MAX_PAGE, PREVIEW,
+};
+pub use crate::data::repaired::{Quarantined, Repaired};
+pub use crate::data::stats::{DeadLetter, Stats};
 
 #[cfg(test)]
 mod tests {

@@ -66,7 +66,7 @@ async fn due_scores(server: &RedisServer, name: &str, partitions: u32) -> HashMa
 /// wakes one worker; with no worker waiting, none is taken).
 fn batons(server: &RedisServer) -> u64 {
     // Not counting the watch baton `w` (one per partition, moved on with
-    // the chain head: see src/wake.rs).
+    // the chain head: see src/redis/wake/).
     server
         .cli(&["ZRANGE", "ttr:{orders}:marker", "0", "-1"])
         .lines()

@@ -249,7 +249,7 @@ async fn jobs_coming_on_a_partition_found_empty_are_not_left_behind() {
 /// never the one with the oldest jobs after its first job: partition 0
 /// holds the oldest job and then only the newest, partition 1 those in
 /// between. So `ack_and_next` stays on partition 0 for 7 claims (see
-/// `STAY` in src/wake/fair.rs), and the 8th claims on partition 1, beside
+/// `STAY` in src/redis/wake/fair.rs), and the 8th claims on partition 1, beside
 /// an ack whose lease was taken over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ack_and_next_with_a_lost_lease_strands_what_it_claimed_elsewhere() {

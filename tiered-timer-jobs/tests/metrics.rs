@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -65,13 +66,31 @@ fn values<'a>(snapshot: &'a Snapshot, name: &str, queue: &str) -> Vec<&'a DebugV
         .collect()
 }
 
+/// The recorder of this test binary (a process has one), and a lock that
+/// makes its tests take turns: a snapshot resets every counter.
+async fn recorder() -> (
+    &'static metrics_util::debugging::Snapshotter,
+    tokio::sync::MutexGuard<'static, ()>,
+) {
+    static RECORDER: OnceLock<metrics_util::debugging::Snapshotter> = OnceLock::new();
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let snapshotter = RECORDER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder of this test binary");
+        snapshotter
+    });
+    let turn = TURN.lock().await;
+    // What an earlier test left is not this one's.
+    let _ = snapshotter.snapshot();
+    (snapshotter, turn)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_and_lateness_match_what_happened() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder
-        .install()
-        .expect("the only recorder of this test binary");
+    let (snapshotter, _turn) = recorder().await;
 
     let server = RedisServer::start();
     let queue = Queue::builder(&server.url(), "metered")
@@ -153,4 +172,37 @@ async fn counters_and_lateness_match_what_happened() {
     assert!(lateness.iter().all(|&s| s >= 0.0), "{lateness:?}");
     // Another queue's name sees none of it.
     assert_eq!(counter(&snapshot, "ttr_jobs_claimed_total", "other"), 0);
+}
+
+/// `Job::ack_and_next` acks as `Job::ack` does, and says so the same way:
+/// each ack made with a claim is counted once, whether the claim found a
+/// job or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_made_with_the_next_claim_are_counted() {
+    let (snapshotter, _turn) = recorder().await;
+    let server = RedisServer::start();
+    let queue = Queue::builder(&server.url(), "chained")
+        .connect()
+        .await
+        .unwrap();
+    queue
+        .schedule_many((0..3).map(|_| (Duration::ZERO, "k")))
+        .await
+        .unwrap();
+    let mut job = next(&queue).await;
+    for _ in 0..2 {
+        job = tokio::time::timeout(WAIT, job.ack_and_next())
+            .await
+            .expect("the next job within 20 s")
+            .unwrap();
+    }
+    // The last one: no job is left to claim with it.
+    let nothing = tokio::time::timeout(Duration::from_millis(500), job.ack_and_next()).await;
+    assert!(nothing.is_err(), "nothing left to deliver");
+    assert_eq!(queue.stats().await.unwrap().leased, 0);
+
+    let snapshot: Snapshot = snapshotter.snapshot().into_vec();
+    let count = |name| counter(&snapshot, name, "chained");
+    assert_eq!(count("ttr_jobs_claimed_total"), 3);
+    assert_eq!(count("ttr_jobs_acked_total"), 3);
 }

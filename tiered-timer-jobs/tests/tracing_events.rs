@@ -285,3 +285,109 @@ async fn a_retry_on_the_last_attempt_is_traced_as_a_dead_letter_only() {
         capture.find("job retried")
     );
 }
+
+/// The targets events are emitted under, as the crate docs list them:
+/// pinned in `src/targets.rs`, so that moving code between modules does
+/// not change what an application filters on.
+const TARGETS: [&str; 5] = [
+    "tiered_timer_jobs::job",
+    "tiered_timer_jobs::queue",
+    "tiered_timer_jobs::wake",
+    "tiered_timer_jobs::redis",
+    "tiered_timer_jobs::embedded",
+];
+
+/// Every event of a busy queue's life (claims, acks alone and many at a
+/// time, a failure and a retry on the last attempt, a lease run out on
+/// the last attempt, close), on Redis and on an embedded store, carries
+/// one of the documented targets,
+/// and each kind of event the one of its subject: a job's events
+/// `::job`, a handle's `::queue`, the waker's `::wake`.
+#[tokio::test]
+async fn every_event_carries_a_documented_target() {
+    let capture = Capture::default();
+    let _guard = tracing::subscriber::set_default(capture.clone());
+    let server = RedisServer::start();
+    let queue = Queue::builder(&server.url(), "targets")
+        .lease(Duration::from_millis(300))
+        .max_attempts(1)
+        .connect()
+        .await
+        .unwrap();
+    life_of_a_queue(&queue).await;
+    #[cfg(feature = "embedded")]
+    {
+        let dir = support::backend::Store::embedded();
+        let queue = Queue::builder(&dir.url(), "targets")
+            .lease(Duration::from_millis(300))
+            .max_attempts(1)
+            .connect()
+            .await
+            .unwrap();
+        life_of_a_queue(&queue).await;
+    }
+
+    let seen = capture.0.lock().unwrap().clone();
+    assert!(!seen.is_empty());
+    let stray: Vec<&Seen> = seen
+        .iter()
+        .filter(|event| !TARGETS.contains(&event.target.as_str()))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "events off the documented targets: {stray:#?}"
+    );
+    for (message, target) in [
+        ("job claimed", "tiered_timer_jobs::job"),
+        ("job acked", "tiered_timer_jobs::job"),
+        ("dead letters: it failed", "tiered_timer_jobs::job"),
+        ("retried on its last attempt", "tiered_timer_jobs::job"),
+        // The lease that ran out on the last attempt, buried by a claim.
+        ("moved to the dead letters: its", "tiered_timer_jobs::job"),
+        ("queue closed", "tiered_timer_jobs::queue"),
+        ("wake-up connection established", "tiered_timer_jobs::wake"),
+    ] {
+        let found = capture.find(message);
+        assert!(!found.is_empty(), "no event {message:?}");
+        for event in found {
+            assert_eq!(event.target, target, "{message}");
+        }
+    }
+}
+
+/// Claims, acks (one, and many), a failure and a retry on the last
+/// attempt (each buries its job), a lease that runs out on the last
+/// attempt, and close.
+async fn life_of_a_queue(queue: &Queue) {
+    queue
+        .schedule_many((0..5).map(|_| (Duration::ZERO, "x")))
+        .await
+        .unwrap();
+    let next = || async { queue.next().await.unwrap() };
+    next().await.ack().await.unwrap();
+    let (a, b) = (next().await, next().await);
+    assert!(queue.ack_many([a, b]).await.unwrap().is_empty());
+    next()
+        .await
+        .retry_after_with_reason(Duration::ZERO, "again")
+        .await
+        .unwrap();
+    next().await.retry_after(Duration::ZERO).await.unwrap();
+    // Dropped on its last attempt: its lease runs out, and the claim
+    // that finds it buries it.
+    queue
+        .schedule_with_id("dropped", Duration::ZERO, "x")
+        .await
+        .unwrap();
+    drop(next().await);
+    eventually(
+        "the dropped job is buried",
+        Duration::from_secs(20),
+        || async {
+            let _ = tokio::time::timeout(Duration::from_millis(50), queue.next()).await;
+            queue.dead_letters(10).await.unwrap().len() == 3
+        },
+    )
+    .await;
+    queue.close();
+}

@@ -62,7 +62,7 @@ async fn store_numbers() {
             tokio::spawn(async move {
                 let later = now_ms() + 3_600_000;
                 for _ in 0..per_task {
-                    let id = crate::queue::random_id();
+                    let id = crate::data::id::random_id();
                     log.schedule(&id, Due::At(later), &[7u8; 32]).await.unwrap();
                 }
             })
@@ -83,7 +83,7 @@ async fn store_numbers() {
     // Chunks of 1 000.
     let dir = TempDir::new("bench-many");
     let log = ops::open(dir.path(), "bench").await.unwrap();
-    let ids: Vec<String> = (0..n_many).map(|_| crate::queue::random_id()).collect();
+    let ids: Vec<String> = (0..n_many).map(|_| crate::data::id::random_id()).collect();
     let start = Instant::now();
     for chunk in ids.chunks(1000) {
         let jobs: Vec<(&str, u64, &[u8])> = chunk
@@ -129,7 +129,7 @@ async fn store_numbers() {
     let jobs = (late_secs * 1000) as usize;
     let t0 = now_ms() + 1000;
     let ids: Vec<(String, u64)> = (0..jobs)
-        .map(|i| (crate::queue::random_id(), t0 + i as u64))
+        .map(|i| (crate::data::id::random_id(), t0 + i as u64))
         .collect();
     for chunk in ids.chunks(1000) {
         let batch: Vec<(&str, u64, &[u8])> = chunk

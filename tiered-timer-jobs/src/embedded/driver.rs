@@ -26,11 +26,13 @@
 //!   many wait. A claim that leaves due jobs behind passes one wake-up on.
 //! * It ends when the last handle is dropped (`closing`).
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::index::Now;
-use super::store::Shared;
+use super::store::{QueueLog, Shared};
+use crate::targets;
 
 /// The longest the driver sleeps without looking at the wall clock again.
 pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(10);
@@ -41,18 +43,25 @@ const MIN_SLEEP: Duration = Duration::from_micros(50);
 /// by workers that come back for more).
 const MAX_WAKES: usize = 1024;
 
+impl QueueLog {
+    /// Starts the driver thread unless it was started.
+    pub(crate) fn ensure_driver(&self) {
+        if !self.shared.driver.swap(true, Ordering::SeqCst) {
+            spawn(&self.shared);
+        }
+    }
+}
+
 /// Starts the driver thread (once per queue log: see
-/// `QueueLog::ensure_driver`).
-pub(crate) fn spawn(shared: &Arc<Shared>) {
+/// [`QueueLog::ensure_driver`]).
+fn spawn(shared: &Arc<Shared>) {
     let weak = Arc::downgrade(shared);
     let started = std::thread::Builder::new()
         .name("ttr-log-driver".to_owned())
         .spawn(move || drive(&weak));
     if let Err(error) = started {
-        tracing::warn!(%error, "could not start a job log's driver thread; the next call tries again");
-        shared
-            .driver
-            .store(false, std::sync::atomic::Ordering::SeqCst);
+        tracing::warn!(target: targets::EMBEDDED, %error, "could not start a job log's driver thread; the next call tries again");
+        shared.driver.store(false, Ordering::SeqCst);
     }
 }
 

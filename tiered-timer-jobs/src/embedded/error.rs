@@ -5,6 +5,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use crate::data::error::Error;
+
 /// An error of the embedded store.
 #[derive(Debug)]
 pub(crate) enum StoreError {
@@ -170,6 +172,39 @@ impl std::error::Error for StoreError {
         match self {
             StoreError::NoSpace { source, .. } | StoreError::Io { source, .. } => Some(source),
             _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(error: StoreError) -> Error {
+        match error {
+            StoreError::NoSpace { path, .. } => Error::DiskFull { path },
+            StoreError::Locked { path } => Error::Locked { path },
+            StoreError::ReadOnly { path } => Error::ReadOnly { path },
+            StoreError::Corrupt {
+                path,
+                offset,
+                reason,
+            } => Error::Corrupt {
+                path,
+                offset,
+                reason,
+            },
+            StoreError::Io {
+                path,
+                doing,
+                source,
+            } => Error::Io {
+                path,
+                doing: doing.to_owned(),
+                source,
+            },
+            StoreError::Failed { path, reason } => Error::Io {
+                path,
+                doing: "the store refuses changes after a failed write; reopen it".to_owned(),
+                source: std::io::Error::other(reason),
+            },
         }
     }
 }

@@ -23,7 +23,7 @@
 //!   are called damage.
 //! * Changes are refused ([`StoreError::ReadOnly`]), taken back in the
 //!   index if a call got as far as deciding them (`store.rs`); claims are
-//!   refused before they wait (`queue.rs`), so `next` never waits on a
+//!   refused before they wait (`backend.rs`), so `next` never waits on a
 //!   handle that cannot take a job. With no committer thread, reads of ids
 //!   and payloads, and following the log, run on the blocking pool.
 
@@ -37,26 +37,7 @@ use super::format::{self, Scanned, Tail};
 use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Batch, Index, Now};
 use super::open::{apply_frame, never_started, quarantined};
-use super::store::{QueueLog, Shared};
-
-/// How a read-only handle follows its log.
-#[derive(Debug)]
-pub(crate) struct Follow {
-    /// The file read (device, inode): another one at the path means the
-    /// log was replaced.
-    identity: (u64, u64),
-    /// Whether the log ended in a damaged frame at the last look.
-    damaged_tail: bool,
-    /// A look failed part way: the index is in doubt, read it all again.
-    stale: bool,
-}
-
-impl Follow {
-    /// Whether the log ended in a damaged frame at the last look.
-    pub(crate) fn damaged_tail(&self) -> bool {
-        self.damaged_tail
-    }
-}
+use super::store::{Follow, QueueLog, Shared};
 
 /// Opens a read-only handle on queue `name`'s log in the store in `dir`.
 /// Blocking: call it off the runtime.
@@ -66,7 +47,7 @@ impl Follow {
 /// [`StoreError::Io`] (`NotFound` for a queue or store that does not
 /// exist); [`StoreError::Corrupt`] for damage other than at the log's end.
 pub(crate) fn open(dir: &Path, name: &str) -> Result<Arc<QueueLog>, StoreError> {
-    let path = dir.join(format!("{name}.log"));
+    let path = super::names::log_path(dir, name);
     let (file, end, index, follow) = read_from_start(&path)?;
     Ok(QueueLog::read_only(
         name,

@@ -55,19 +55,23 @@
 //!   waiting claim per due job.
 //!
 //! The operations (`ops.rs`) are those of the Redis scripts, one for one,
-//! with the same answers: the `Queue` on either backend keeps one
-//! contract.
+//! with the same answers, and `backend.rs` implements the backend contract
+//! (`src/contract.rs`) on them: the `Queue` on either backend keeps one
+//! contract. A queue's name is its log's file name (`names.rs`).
 
+mod backend;
 mod driver;
-pub(crate) mod error;
-pub(crate) mod follow;
-pub(crate) mod format;
-pub(crate) mod fs;
-pub(crate) mod index;
-pub(crate) mod open;
-pub(crate) mod ops;
-pub(crate) mod queue;
-pub(crate) mod store;
+mod error;
+mod follow;
+mod format;
+mod fs;
+mod index;
+mod names;
+mod open;
+mod ops;
+mod store;
+
+pub(crate) use backend::EmbeddedBackend;
 
 #[cfg(test)]
 mod bench;

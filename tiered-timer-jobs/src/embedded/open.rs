@@ -31,6 +31,7 @@ use super::error::StoreError;
 use super::format::{self, Tail, FILE_HEADER};
 use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Index, Now};
+use crate::targets;
 
 /// Opens and replays the log at `path` (creating it if needed): the file,
 /// its durable end, the index.
@@ -102,7 +103,7 @@ pub(crate) fn cut_torn_write(
     end: u64,
     len: u64,
 ) -> Result<(), StoreError> {
-    tracing::warn!(
+    tracing::warn!(target: targets::EMBEDDED,
         path = %path.display(),
         offset = end,
         len,
@@ -116,8 +117,8 @@ pub(crate) fn cut_torn_write(
 /// The error for a log whose last frame is whole but damaged: the store
 /// does not open until an operator decides (`ttr repair` sets it aside).
 fn damaged_tail(path: &Path, end: u64, len: u64, reason: &str) -> StoreError {
-    let queue = queue_of(path);
-    tracing::warn!(path = %path.display(), offset = end, len, reason, "the job log ends in a damaged frame; it is left as it is");
+    let queue = super::names::queue_of(path);
+    tracing::warn!(target: targets::EMBEDDED, path = %path.display(), offset = end, len, reason, "the job log ends in a damaged frame; it is left as it is");
     StoreError::corrupt(
         path,
         end,
@@ -127,13 +128,6 @@ fn damaged_tail(path: &Path, end: u64, len: u64, reason: &str) -> StoreError {
              file beside the log"
         ),
     )
-}
-
-/// The queue a log is of (its file name without `.log`).
-pub(crate) fn queue_of(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// What [`repair_log`] did.
@@ -209,7 +203,7 @@ fn quarantine(
     file.set_len(end)
         .and_then(|()| file.sync_all())
         .map_err(|e| StoreError::io(path, "cutting the damaged end off the job log", e))?;
-    tracing::warn!(
+    tracing::warn!(target: targets::EMBEDDED,
         path = %path.display(),
         offset = end,
         len,
@@ -222,9 +216,7 @@ fn quarantine(
 
 /// Where the damaged bytes from `offset` of the log at `path` are kept.
 fn quarantine_path(path: &Path, offset: u64) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_owned();
-    name.push(format!(".quarantine-{offset}"));
-    path.with_file_name(name)
+    super::names::beside(path, &format!(".quarantine-{offset}"))
 }
 
 /// How many quarantine files lie beside the log at `path`.
@@ -274,7 +266,7 @@ pub(crate) fn never_started(file: &LogFile) -> io::Result<bool> {
 /// header goes to a new file, synced, renamed over `path`, and the
 /// directory is synced.
 fn start_log(path: &Path) -> Result<(), StoreError> {
-    let new = path.with_extension("log.new");
+    let new = super::names::beside(path, ".new");
     let starting = |e| StoreError::io(&new, "starting the job log", e);
     let file = seam::open(&new, Mode::Truncate).map_err(starting)?;
     file.write_all_at(&format::file_header(), 0)

@@ -1,5 +1,5 @@
 //! The store's operations on one queue, one per Redis script (see
-//! `src/lua/`), with the same answers: what the queue's `Queue` and `Job`
+//! `src/redis/lua/`), with the same answers: what the queue's `Queue` and `Job`
 //! methods call on the embedded backend.
 //!
 //! Each change is one call of [`QueueLog::change`]: decided and applied to
@@ -11,10 +11,9 @@
 use std::sync::Arc;
 
 use super::error::StoreError;
-use super::index::{
-    lateness_bucket, Claim, Due, GaveUp, Handed, Index, Numbers, State, Which, LATENESS,
-};
+use super::index::{lateness_bucket, Claim, Due, GaveUp, Handed, Index, State, Which, LATENESS};
 use super::store::{QueueLog, Read, ReadReq};
+use crate::data::stats::Counts;
 
 /// A job a claim took, read back from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -285,7 +284,7 @@ impl QueueLog {
     }
 
     /// `stats.lua`.
-    pub(crate) fn stats(&self) -> Numbers {
+    pub(crate) fn stats(&self) -> Counts {
         self.look(|index, now| index.numbers(now.floor))
     }
 

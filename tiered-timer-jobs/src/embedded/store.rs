@@ -56,18 +56,18 @@ use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
 use tokio::sync::{oneshot, Notify};
 
 use super::error::StoreError;
-use super::follow::Follow;
 use super::format::{self, Record, FRAME_HEADER};
 use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Batch, Index, Now, ReadAt, Undo, View};
 use super::open::{create_dir_all, quarantined, repair_log, replay, sync_dir, LogRepair};
+use crate::targets;
 
 /// Compaction waits until the log is at least this long.
 const COMPACT_MIN_BYTES: u64 = 64 << 20;
@@ -195,7 +195,7 @@ impl Store {
 
     /// The path of queue `name`'s log.
     pub(crate) fn log_path(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.log"))
+        super::names::log_path(&self.dir, name)
     }
 }
 
@@ -227,6 +227,25 @@ pub(crate) struct Read {
 struct InFlight {
     base: u64,
     frame: Arc<Vec<u8>>,
+}
+
+/// How a read-only handle follows its log.
+#[derive(Debug)]
+pub(crate) struct Follow {
+    /// The file read (device, inode): another one at the path means the
+    /// log was replaced.
+    pub(crate) identity: (u64, u64),
+    /// Whether the log ended in a damaged frame at the last look.
+    pub(crate) damaged_tail: bool,
+    /// A look failed part way: the index is in doubt, read it all again.
+    pub(crate) stale: bool,
+}
+
+impl Follow {
+    /// Whether the log ended in a damaged frame at the last look.
+    pub(crate) fn damaged_tail(&self) -> bool {
+        self.damaged_tail
+    }
 }
 
 /// A queue's state, behind its lock.
@@ -425,13 +444,6 @@ impl QueueLog {
     /// Whether this handle only looks (see `follow.rs`).
     pub(crate) fn is_read_only(&self) -> bool {
         self.store.is_none()
-    }
-
-    /// Starts the driver thread unless it was started.
-    pub(crate) fn ensure_driver(&self) {
-        if !self.shared.driver.swap(true, Ordering::SeqCst) {
-            super::driver::spawn(&self.shared);
-        }
     }
 
     /// The log file's path.
@@ -802,7 +814,7 @@ fn maybe_compact(shared: &Shared) {
         return;
     }
     if let Err(error) = compact(shared, end) {
-        tracing::warn!(path = %shared.path.display(), %error, "job log compaction failed; the log is left as it was");
+        tracing::warn!(target: targets::EMBEDDED, path = %shared.path.display(), %error, "job log compaction failed; the log is left as it was");
         let mut state = shared.lock();
         state.compact_retry = state.end + state.end / 2;
     }
@@ -812,7 +824,7 @@ fn maybe_compact(shared: &Shared) {
 /// a frame are read through their undo steps) to a new file, and puts it
 /// in place of the log.
 fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
-    let new_path = &shared.path.with_extension("log.compact");
+    let new_path = &super::names::beside(&shared.path, ".compact");
     let io = |doing: &'static str| move |e: io::Error| StoreError::io(new_path, doing, e);
     let out = seam::open(new_path, Mode::Truncate).map_err(io("creating the compacted job log"))?;
     out.write_all_at(&format::file_header(), 0)

@@ -317,7 +317,7 @@ async fn cancel_promote_and_bulk_dead_letters() {
     );
     let stats = log.stats();
     assert_eq!((stats.pending, stats.due_now, stats.leased), (3, 0, 1));
-    assert_eq!(stats.earliest_due, (later + 2) as i64);
+    assert_eq!(stats.earliest_due_ms, Some(later + 2));
     let (_, total, rows) = log.list(Which::Waiting, 1, 10, 0).await.unwrap();
     assert_eq!(total, 3);
     let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
@@ -375,7 +375,7 @@ async fn reopening_replays_everything() {
     let stats = log.stats();
     assert_eq!(stats.pending, 99);
     assert_eq!(stats.dead, 1);
-    assert_eq!(stats.earliest_due, (later + 1) as i64);
+    assert_eq!(stats.earliest_due_ms, Some(later + 1));
     // The lease of the process before ran out with it: redelivered at once,
     // its delivery counted.
     assert_eq!((stats.leased, stats.expired_leases), (1, 1));

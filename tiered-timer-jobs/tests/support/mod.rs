@@ -456,7 +456,7 @@ pub fn closed_port() -> u16 {
 }
 
 /// A leased job's score in the timeline is 2^52 plus its lease expiry;
-/// a waiting job's is its due time (see src/keys.rs).
+/// a waiting job's is its due time (see src/redis/keys.rs).
 pub const LEASED: u64 = 1 << 52;
 
 /// The raw timeline score of `id` in the partition with hash tag `tag`

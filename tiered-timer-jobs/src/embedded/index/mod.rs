@@ -41,7 +41,8 @@ use tiered_timer::wheel_core::{Polled, Wheel};
 
 pub(crate) use super::format::LATENESS_BUCKETS as LATENESS;
 use super::format::{Record, FRAME_HEADER, LATENESS_BUCKETS, NEW_ID_AT};
-use crate::keys::LATENESS_BOUNDS_MS;
+pub(crate) use crate::contract::{Due, GaveUp};
+use crate::data::lateness::LATENESS_BOUNDS_MS;
 
 mod delivery;
 mod operator;
@@ -128,15 +129,6 @@ pub(crate) struct View {
 /// written).
 pub(crate) trait ReadAt {
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Vec<u8>>;
-}
-
-/// How a job's due time is given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Due {
-    /// Milliseconds after "now" rounded up.
-    After(u64),
-    /// Milliseconds since the epoch.
-    At(u64),
 }
 
 /// The clock of one call: wall-clock milliseconds since the epoch.
@@ -242,29 +234,6 @@ pub(crate) struct Claim {
     pub(crate) buried: Vec<(u32, u32)>,
     /// Due jobs left behind.
     pub(crate) left: usize,
-}
-
-/// What became of a job a worker gave up on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GaveUp {
-    /// The lease was not this delivery's any more: nothing changed.
-    Lost,
-    Rescheduled,
-    Buried,
-}
-
-/// One partition's numbers, as `stats.lua` returns them (-1: none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Numbers {
-    pub(crate) now: i64,
-    pub(crate) pending: i64,
-    pub(crate) due_now: i64,
-    pub(crate) earliest_due: i64,
-    pub(crate) leased: i64,
-    pub(crate) expired_leases: i64,
-    pub(crate) earliest_expiry: i64,
-    pub(crate) dead: i64,
-    pub(crate) latest_death: i64,
 }
 
 /// Which jobs a listing pages through (as `list_jobs.lua`).

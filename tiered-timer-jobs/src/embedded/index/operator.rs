@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::io;
 
-use super::{Batch, Index, Numbers, ReadAt, Row, State, View, Which, LATENESS_BUCKETS};
+use super::{Batch, Index, ReadAt, Row, State, View, Which, LATENESS_BUCKETS};
+use crate::data::stats::Counts;
 
 impl Index {
     /// Makes a waiting job due now (`promote.lua`): `false` if it is not
@@ -76,26 +77,23 @@ impl Index {
     }
 
     /// The numbers of `stats.lua`, at `now` (after moving what is due).
-    pub(crate) fn numbers(&mut self, now: u64) -> Numbers {
+    pub(crate) fn numbers(&mut self, now: u64) -> Counts {
         self.advance(now);
         let earliest_due = match self.ready.first() {
-            Some(&(due, _)) => due as i64,
-            None => self
-                .wheel
-                .peek()
-                .map_or(-1, |key| self.wheel.deadline(key) as i64),
+            Some(&(due, _)) => Some(due),
+            None => self.wheel.peek().map(|key| self.wheel.deadline(key)),
         };
-        let earliest_expiry = self.leases.values().map(|l| l.expiry).min();
-        Numbers {
-            now: now as i64,
-            pending: self.waiting as i64,
-            due_now: self.ready.len() as i64,
-            earliest_due,
-            leased: self.leases.len() as i64,
-            expired_leases: self.expired.len() as i64,
-            earliest_expiry: earliest_expiry.map_or(-1, |e| e as i64),
-            dead: self.dead.len() as i64,
-            latest_death: self.dead.last().map_or(-1, |&(at, _)| at as i64),
+        Counts {
+            now_ms: now,
+            pending: self.waiting,
+            due_now: self.ready.len() as u64,
+            earliest_due_ms: earliest_due,
+            leased: self.leases.len() as u64,
+            expired_leases: self.expired.len() as u64,
+            earliest_lease_expiry_ms: self.leases.values().map(|l| l.expiry).min(),
+            dead: self.dead.len() as u64,
+            latest_death_ms: self.dead.last().map(|&(at, _)| at),
+            damaged_frames: 0,
         }
     }
 

@@ -1,0 +1,173 @@
+//! Key layout: every key a queue uses, in one place.
+//!
+//! A queue of one partition keeps everything under the hash tag `{name}`;
+//! partition `p` of a queue of `n > 1` partitions under `{name#p}`. A hash
+//! tag is what Redis Cluster hashes, so the keys of one partition always
+//! live in one slot and a Lua script may touch all of them at once. `#`,
+//! `{` and `}` are not allowed in queue names, so two queues never share
+//! a tag.
+//!
+//! Per partition (`T` is the tag):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `ttr:T:timeline` | sorted set | every waiting job, scored by its due time (ms since the Unix epoch, Redis' clock), and every leased job, scored by 2^52 + its lease expiry: one `ZRANGE` finds the next due jobs, one `ZADD` moves a job between the two ranges |
+//! | `ttr:T:job` | hash | per job `p<id>` → payload; `l<id>` → `attempts token deadline` while leased, `attempts` for a job delivered before that waits again or is dead (absent for a job never delivered); `e<id>` → its last error (a worker's reason, or why it died). And `m` → the partition's `armed lease_lb` (see below) |
+//! | `ttr:T:dead` | sorted set | dead letters, scored by when they died |
+//! | `ttr:T:marker` | sorted set | wake-up batons, each named and scored by the time its holder is to claim (usually one; see `src/redis/wake/`) |
+//! | `ttr:T:lateness` | string (`BITFIELD`) | how late claims were: one saturating `u32` counter per bucket of [`LATENESS_BOUNDS_MS`], written with one `BITFIELD` per claim batch (see `src/redis/lua/record_lateness.lua`) |
+//!
+//! A waiting job is one timeline member and one `p` field, nothing more
+//! (memory per pending job). `m` holds the time of the baton that is the
+//! head of the partition's wake-up chain (`armed`) and a lower bound of the
+//! lease expiries (`lease_lb`), so a claim looks for expired leases only
+//! when one may exist.
+//!
+//! And one key for all queues, outside any hash tag:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | [`QUEUES`] (`ttr:queues`) | hash | queue name → its partition count, recorded by the queue's first connect (every later handle adopts it, or must ask for the same count), so that `ttr` and its dashboard find every queue and how it is partitioned |
+
+/// The registry of queues: name → partition count (see the module docs).
+pub(crate) const QUEUES: &str = "ttr:queues";
+
+/// The keys of one partition, in the order the scripts expect them
+/// (`KEYS[1]` .. `KEYS[5]`; the fifth, the lateness histogram, is for the
+/// claim script's `record_lateness`).
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    pub(crate) ordered: [String; 5],
+}
+
+impl Keys {
+    /// The keys of partition `partition` of `partitions` of queue `name`.
+    pub(crate) fn new(name: &str, partition: u32, partitions: u32) -> Keys {
+        let tag = if partitions == 1 {
+            format!("{{{name}}}")
+        } else {
+            format!("{{{name}#{partition}}}")
+        };
+        let key = |what: &str| format!("ttr:{tag}:{what}");
+        Keys {
+            ordered: [
+                key("timeline"),
+                key("job"),
+                key("dead"),
+                key("marker"),
+                key("lateness"),
+            ],
+        }
+    }
+
+    /// The waiting and leased jobs' sorted set.
+    pub(crate) fn timeline(&self) -> &str {
+        &self.ordered[0]
+    }
+
+    /// The job hash.
+    pub(crate) fn job(&self) -> &str {
+        &self.ordered[1]
+    }
+
+    /// The dead letters' sorted set.
+    pub(crate) fn dead(&self) -> &str {
+        &self.ordered[2]
+    }
+
+    /// The wake-up baton's sorted set.
+    pub(crate) fn marker(&self) -> &str {
+        &self.ordered[3]
+    }
+
+    /// The lateness histogram (`KEYS[5]`).
+    pub(crate) fn lateness(&self) -> &str {
+        &self.ordered[4]
+    }
+}
+
+/// A leased job's score in the timeline is this plus its lease expiry.
+pub(crate) const LEASED: u64 = 1 << 52;
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (or of
+/// the whole key without one) modulo 16384, as Redis computes it.
+pub(crate) fn slot_of(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = match bytes.iter().position(|&b| b == b'{') {
+        Some(open) => match bytes[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+            _ => bytes,
+        },
+        None => bytes,
+    };
+    let mut crc: u16 = 0;
+    for &byte in hashed {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// The partition of a job id: FNV-1a (stable across processes, versions
+/// and platforms, unlike std's hasher) modulo the partition count.
+pub(crate) fn partition_of(id: &str, partitions: u32) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % u64::from(partitions)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_partition_shares_the_queue_tag() {
+        let keys = Keys::new("orders", 0, 1);
+        for key in &keys.ordered {
+            assert!(key.starts_with("ttr:{orders}:"), "{key}");
+        }
+    }
+
+    #[test]
+    fn partitions_have_their_own_tags() {
+        let a = Keys::new("orders", 0, 4);
+        let b = Keys::new("orders", 3, 4);
+        assert!(a.timeline().starts_with("ttr:{orders#0}:"));
+        assert!(b.marker().starts_with("ttr:{orders#3}:"));
+    }
+
+    #[test]
+    fn slots_are_redis_cluster_slots() {
+        // Values from `CLUSTER KEYSLOT` of Redis 7.
+        assert_eq!(slot_of("foo"), 12182);
+        assert_eq!(slot_of("{user1000}.following"), slot_of("user1000"));
+        assert_eq!(slot_of("ttr:{orders}:due"), slot_of("orders"));
+        assert_eq!(slot_of("{}x"), slot_of("{}x")); // empty tag: the whole key
+        assert_ne!(slot_of("{}x"), slot_of(""));
+    }
+
+    #[test]
+    fn partition_is_stable_and_spread() {
+        // FNV-1a of "order-42" is fixed: a change of hash would move ids
+        // of existing queues to other partitions.
+        // (Reference values from an independent FNV-1a: 0x7d1deb86a05662d4.)
+        assert_eq!(partition_of("order-42", 1), 0);
+        assert_eq!(partition_of("order-42", 8), 4);
+        assert_eq!(partition_of("order-42", 1024), 724);
+        assert_eq!(partition_of("", 7), 2);
+        let mut seen = [0u32; 4];
+        for i in 0..4000 {
+            seen[partition_of(&format!("job-{i}"), 4) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 800), "{seen:?}");
+    }
+}
