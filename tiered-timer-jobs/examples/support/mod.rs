@@ -1,8 +1,5 @@
 //! For the examples: the Redis at `REDIS_URL`, or a redis-server started
 //! here on a free port in a temporary directory (stopped on drop).
-//!
-//! The benchmark member (`benchmarks/src/redis_support.rs`) includes this file too,
-//! for its own Redis runs and the nodes of its local Redis Cluster.
 
 #![allow(dead_code)]
 

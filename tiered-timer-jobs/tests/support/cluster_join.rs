@@ -1,7 +1,7 @@
 //! Joins local redis-servers started with `--cluster-enabled yes` into one
 //! Redis Cluster of masters without replicas, and waits until every node
-//! says `cluster_state:ok`. Shared by the tests' support and the benchmark
-//! member's (`benchmarks/src/redis_support.rs`), which include it by path.
+//! says `cluster_state:ok`. For the tests' support (the benchmark member
+//! has its own, `benchmarks/src/redis_support.rs`).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
