@@ -5,7 +5,7 @@
 //! wait for replicas: `replication.rs`); waiting
 //! for due jobs is the waker's (`wake/`). The operator's calls are in
 //! `operator.rs`, the registry of queues and their discovery in
-//! `registry.rs`, replies and arguments in `reply.rs`.
+//! `registry.rs`, recurrences in `recur.rs`, replies and arguments in `reply.rs`.
 
 mod backend;
 mod cluster;
@@ -13,6 +13,7 @@ mod conn;
 mod keys;
 mod node;
 mod operator;
+mod recur;
 mod registry;
 mod replication;
 mod reply;
