@@ -128,12 +128,18 @@ fn template() -> &'static Path {
 pub struct PostgresServer {
     pub port: u16,
     pub dir: PathBuf,
+    args: Vec<String>,
     child: Option<Child>,
 }
 
 impl PostgresServer {
     /// Starts a server on a free port, with a fresh copy of the template.
     pub fn start() -> PostgresServer {
+        PostgresServer::start_with(&[])
+    }
+
+    /// Starts a server with extra `-c name=value` settings.
+    pub fn start_with(settings: &[&str]) -> PostgresServer {
         let dir = temp_dir("postgres");
         let status = Command::new("cp")
             .arg("-a")
@@ -146,6 +152,7 @@ impl PostgresServer {
         let mut server = PostgresServer {
             port: free_port(),
             dir,
+            args: settings.iter().map(|s| s.to_string()).collect(),
             child: None,
         };
         server.spawn();
@@ -165,6 +172,11 @@ impl PostgresServer {
             // Tests cut no power: a commit need not reach the disk.
             .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
             .args(["-c", "max_connections=200"])
+            .args(
+                self.args
+                    .iter()
+                    .flat_map(|setting| ["-c", setting.as_str()]),
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -238,6 +250,17 @@ impl PostgresServer {
         let mut conn = self.connect().await;
         let row = sqlx::query(sql).fetch_one(&mut conn).await.unwrap();
         row.get::<i64, _>(0)
+    }
+
+    /// The server's log (with `log_statement=all`, every statement).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    /// How many statements containing `text` the server ran, by its log
+    /// (started with `log_statement=all`).
+    pub fn statements_with(&self, text: &str) -> usize {
+        self.log().matches(text).count()
     }
 
     /// How many rows the jobs table holds (every state, every queue).
