@@ -291,6 +291,12 @@ pub use crate::data::listing::{
 };
 pub use crate::data::repaired::{Quarantined, Repaired};
 pub use crate::data::stats::{DeadLetter, Stats};
+/// The sqlx this crate is built with (feature `postgres`): the
+/// executors [`Queue::within`] and [`Job::ack_within`] take, and the
+/// error inside [`Error::Postgres`], are its types.
+#[cfg(feature = "postgres")]
+#[doc(no_inline)]
+pub use sqlx;
 
 #[cfg(test)]
 mod tests {

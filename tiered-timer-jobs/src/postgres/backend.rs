@@ -29,7 +29,6 @@ use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::limits::{at_ms, CHUNK_BYTES, CHUNK_JOBS};
 use crate::data::listing::{JobInfo, JobState, JobSummary, Listing, Page, QueueInfo, PREVIEW};
-use crate::data::repaired::Repaired;
 use crate::data::stats::{Counts, DeadLetter, Stats};
 use crate::targets;
 
@@ -303,13 +302,6 @@ impl Backend for PostgresBackend {
             Ok(found) => found,
             Err(_) => Err(Error::Timeout { after: timeout }),
         }
-    }
-
-    async fn repair(_url: &str, _queue: &str) -> Result<Repaired, Error> {
-        Err(Error::InvalidUrl {
-            reason: "repair is for stores that keep a log (file:// URLs); Postgres keeps its own"
-                .to_owned(),
-        })
     }
 
     fn partitions(&self) -> u32 {
