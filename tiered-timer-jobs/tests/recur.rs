@@ -340,6 +340,7 @@ fn store_clock(store: &Store) -> StoreClock {
     match store {
         Store::Redis(server) => StoreClock::Redis(server.url()),
         Store::Embedded(_) => StoreClock::Host,
+        Store::Postgres(_) => unreachable!("recurrences are not on Postgres yet"),
     }
 }
 

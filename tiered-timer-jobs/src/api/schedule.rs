@@ -279,7 +279,12 @@ impl Queue {
 
     /// The one check of a job, whatever the backend: its id, its
     /// payload's size, its due time (already converted, with its error).
-    fn check(&self, id: JobId, due: Result<Due, Error>, payload: Vec<u8>) -> Result<NewJob, Error> {
+    pub(super) fn check(
+        &self,
+        id: JobId,
+        due: Result<Due, Error>,
+        payload: Vec<u8>,
+    ) -> Result<NewJob, Error> {
         check_job_id(id.as_str())?;
         if parse_occurrence_id(id.as_str()).is_some() {
             return Err(Error::InvalidJobId {

@@ -44,11 +44,12 @@ use super::format::{Record, FRAME_HEADER, LATENESS_BUCKETS, NEW_ID_AT};
 pub(crate) use crate::contract::{Due, GaveUp};
 use crate::data::clock::Clock;
 use crate::data::lateness::LATENESS_BOUNDS_MS;
-pub(crate) use recur::{Listed, Recurring};
+pub(crate) use recurring::{Listed, Recurring};
 
 mod delivery;
 mod operator;
 mod recur;
+mod recurring;
 mod replay;
 mod schedule;
 #[cfg(test)]

@@ -401,7 +401,7 @@ pub(super) async fn claim(
         });
     }
     // Occurrences of recurrences carry a line for this claimer first.
-    let jobs = crate::redis::recur::fulfil_duties(&setup.conn, keys, &setup.name, jobs).await;
+    let jobs = crate::redis::duties::fulfil_duties(&setup.conn, keys, &setup.name, jobs).await;
     Ok(Outcome {
         now_ms: u64::try_from(now_ms).unwrap_or(0),
         left: u64::try_from(left).unwrap_or(0),
