@@ -36,7 +36,7 @@ macro_rules! with_backends {
         $then! { $($args)* [
             "embedded" Embedded(crate::embedded::EmbeddedBackend) = ["file"] "file:///path/to/dir (an embedded store)" needs "the store's directory" "file:///var/lib/app/jobs" has [read_only, clock, recurrences],
             "redis" Redis(crate::redis::RedisBackend) = ["redis", "rediss", "redis+unix", "unix", "valkey", "valkeys", "valkey+unix"] "redis://, rediss://, redis+unix://, unix://, valkey://, valkeys:// or valkey+unix://" needs "the server's address" "redis://127.0.0.1:6379/ or redis+unix:///run/redis.sock" has [partitions, cluster, replicas, recurrences],
-            "postgres" Postgres(crate::postgres::PostgresBackend) = ["postgres", "postgresql"] "postgres:// or postgresql://" needs "the server's address and database" "postgres://app@127.0.0.1:5432/app" has [],
+            "postgres" Postgres(crate::postgres::PostgresBackend) = ["postgres", "postgresql"] "postgres:// or postgresql://" needs "the server's address and database" "postgres://app@127.0.0.1:5432/app" has [recurrences],
         ] }
     };
 }

@@ -43,7 +43,8 @@ async fn only(queue: &Queue) -> RecurrenceInfo {
     all.pop().unwrap()
 }
 
-/// Runs each test body against Redis and the embedded store.
+/// Runs each test body against Redis, the embedded store and (with the
+/// `postgres` feature) Postgres.
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         mod redis {
@@ -59,6 +60,15 @@ macro_rules! on_both_backends {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::Store::embedded()).await
+                }
+            )*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Store::postgres()).await
                 }
             )*
         }
@@ -325,6 +335,7 @@ async fn bad_specs_zones_and_names_are_errors_that_write_nothing(store: Store) {
 enum StoreClock {
     Redis(String),
     Host,
+    Postgres(String),
 }
 
 impl StoreClock {
@@ -332,6 +343,13 @@ impl StoreClock {
         match self {
             StoreClock::Redis(url) => support::redis_now_ms(url).await,
             StoreClock::Host => ms(SystemTime::now()),
+            StoreClock::Postgres(url) => {
+                use sqlx::{Connection, Row};
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                let now = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+                let row = sqlx::query(now).fetch_one(&mut conn).await.unwrap();
+                row.get::<i64, _>(0) as u64
+            }
         }
     }
 }
@@ -340,7 +358,7 @@ fn store_clock(store: &Store) -> StoreClock {
     match store {
         Store::Redis(server) => StoreClock::Redis(server.url()),
         Store::Embedded(_) => StoreClock::Host,
-        Store::Postgres(_) => unreachable!("recurrences are not on Postgres yet"),
+        Store::Postgres(server) => StoreClock::Postgres(server.url()),
     }
 }
 
@@ -553,7 +571,18 @@ fn kill_a_holder(url: &str) -> String {
 /// comes back when its lease runs out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_a_killed_holder_does_not_break_the_chain() {
-    let store = Store::redis();
+    the_chain_outlives_a_killed_holder(Store::redis()).await
+}
+
+/// Postgres: as on Redis (the claim's transaction committed the next
+/// occurrence with the lease).
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_killed_holder_does_not_break_the_chain() {
+    the_chain_outlives_a_killed_holder(Store::postgres()).await
+}
+
+async fn the_chain_outlives_a_killed_holder(store: Store) {
     let held = kill_a_holder(&store.url());
     let queue = store.queue(Duration::from_secs(3), 3).await;
     let mut after = BTreeSet::new();
