@@ -624,3 +624,132 @@ async fn embedded_a_killed_holder_does_not_break_the_chain() {
     assert_eq!(ids[0], held, "{ids:?}");
     assert!(ids[1] > ids[0] && ids[2] > ids[1], "{ids:?}");
 }
+
+// The cost of a recurrence against plain scheduled jobs (BENCHMARKS.md):
+// counts, not timings. Run by hand:
+// cargo test -p tiered-timer-jobs --all-features --test recur cost -- --ignored --nocapture
+
+/// How many occurrences (and plain jobs) each cost is averaged over.
+const COST_JOBS: u64 = 10;
+
+/// Plain jobs one second apart, each claimed and acked: what the store
+/// did per job, by `measure` before and after.
+async fn plain_jobs(queue: &Queue, first_ms: u64) {
+    for i in 0..COST_JOBS {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(first_ms + i * 1000);
+        queue.schedule_at(at, "p").await.unwrap();
+    }
+    for _ in 0..COST_JOBS {
+        next(queue).await.ack().await.unwrap();
+    }
+}
+
+/// The same number of occurrences of an `every(1 s)` recurrence.
+async fn occurrences(queue: &Queue) {
+    queue.recur("tick", every_second(), "p").await.unwrap();
+    for _ in 0..COST_JOBS {
+        next(queue).await.ack().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement for BENCHMARKS.md, run by hand"]
+async fn cost_of_an_occurrence_against_a_plain_job() {
+    // Redis: commands per job (`total_commands_processed`, script
+    // commands included, as in herd.rs).
+    let store = Store::redis();
+    let Store::Redis(server) = &store else {
+        unreachable!()
+    };
+    let plain = store.queue_named("plain", Duration::from_secs(30), 3).await;
+    let recurring = store
+        .queue_named("recurring", Duration::from_secs(30), 3)
+        .await;
+    let before = server.commands_processed();
+    plain_jobs(&plain, server.now_ms().await + 1000).await;
+    let plain_cost = server.commands_processed() - before;
+    let before = server.commands_processed();
+    occurrences(&recurring).await;
+    let recur_cost = server.commands_processed() - before;
+    println!(
+        "redis: {:.1} commands per plain job, {:.1} per occurrence",
+        plain_cost as f64 / COST_JOBS as f64,
+        recur_cost as f64 / COST_JOBS as f64
+    );
+
+    // Embedded: bytes appended to the log per job, on a manual clock.
+    let dir = TempDir::new("recur-cost");
+    let clock = Clock::manual(at("2026-06-01T00:00:00Z"));
+    let url = format!("file://{}", dir.0.display());
+    let log_bytes = |name: &str| {
+        std::fs::read_dir(&dir.0)
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with(name))
+            .map(|e| e.metadata().unwrap().len())
+            .sum::<u64>()
+    };
+    for name in ["plain", "recurring"] {
+        let queue = Queue::builder(&url, name)
+            .clock(clock.clone())
+            .connect()
+            .await
+            .unwrap();
+        let before = log_bytes(name);
+        let start = clock.now();
+        if name == "plain" {
+            for i in 0..COST_JOBS {
+                queue
+                    .schedule_at(start + Duration::from_secs(i + 1), "p")
+                    .await
+                    .unwrap();
+            }
+        } else {
+            queue.recur("tick", every_second(), "p").await.unwrap();
+        }
+        for _ in 0..COST_JOBS {
+            clock.advance(Duration::from_secs(1));
+            next(&queue).await.ack().await.unwrap();
+        }
+        println!(
+            "embedded: {:.1} log bytes per {}",
+            (log_bytes(name) - before) as f64 / COST_JOBS as f64,
+            if name == "plain" {
+                "plain job"
+            } else {
+                "occurrence"
+            }
+        );
+    }
+
+    #[cfg(feature = "postgres")]
+    {
+        // Postgres: statements per job, counted in the server's log.
+        let server = support::postgres::PostgresServer::start_with(&["log_statement=all"]);
+        let store_url = server.url();
+        let queue_of = |name: &'static str| {
+            let url = store_url.clone();
+            async move { Queue::connect(&url, name).await.unwrap() }
+        };
+        let plain = queue_of("plain").await;
+        let recurring = queue_of("recurring").await;
+        let statements = || {
+            server
+                .log()
+                .lines()
+                .filter(|l| l.contains("LOG:  execute") || l.contains("LOG:  statement:"))
+                .count()
+        };
+        let before = statements();
+        plain_jobs(&plain, server.now_ms().await + 1000).await;
+        let plain_cost = statements() - before;
+        let before = statements();
+        occurrences(&recurring).await;
+        let recur_cost = statements() - before;
+        println!(
+            "postgres: {:.1} statements per plain job, {:.1} per occurrence",
+            plain_cost as f64 / COST_JOBS as f64,
+            recur_cost as f64 / COST_JOBS as f64
+        );
+    }
+}
