@@ -1,4 +1,5 @@
-//! `POST /queues/{queue}/action`: requeue, purge, cancel, promote. Each
+//! `POST /queues/{queue}/action`: requeue, purge, cancel, promote; pause
+//! and resume a recurring job (its name where a job's id goes). Each
 //! is checked first (same origin, CSRF, the right to act), then shown as
 //! what it will do (a confirmation page), and done only when posted again
 //! with `confirm=yes`.
@@ -22,6 +23,10 @@ pub(crate) enum Action {
     PurgeAll,
     Cancel,
     Promote,
+    /// Pause a recurring job (named in place of an id).
+    PauseRecurrence,
+    /// Resume a paused recurring job.
+    ResumeRecurrence,
 }
 
 impl Action {
@@ -33,6 +38,8 @@ impl Action {
             "purge-all" => Action::PurgeAll,
             "cancel" => Action::Cancel,
             "promote" => Action::Promote,
+            "pause-recurrence" => Action::PauseRecurrence,
+            "resume-recurrence" => Action::ResumeRecurrence,
             _ => return None,
         })
     }
@@ -45,6 +52,8 @@ impl Action {
             Action::PurgeAll => "purge-all",
             Action::Cancel => "cancel",
             Action::Promote => "promote",
+            Action::PauseRecurrence => "pause-recurrence",
+            Action::ResumeRecurrence => "resume-recurrence",
         }
     }
 
@@ -57,6 +66,8 @@ impl Action {
             Action::PurgeAll => "Purge all",
             Action::Cancel => "Cancel",
             Action::Promote => "Promote",
+            Action::PauseRecurrence => "Pause",
+            Action::ResumeRecurrence => "Resume",
         }
     }
 
@@ -67,7 +78,10 @@ impl Action {
             Action::Purge => "Purge selected",
             Action::Cancel => "Cancel selected",
             Action::Promote => "Promote selected",
-            Action::RequeueAll | Action::PurgeAll => self.label(),
+            Action::RequeueAll
+            | Action::PurgeAll
+            | Action::PauseRecurrence
+            | Action::ResumeRecurrence => self.label(),
         }
     }
 
@@ -89,6 +103,13 @@ impl Action {
             Action::PurgeAll => "Delete every dead letter for good".to_owned(),
             Action::Cancel => format!("Cancel {n} waiting job(s): they will never be delivered"),
             Action::Promote => format!("Make {n} waiting job(s) due now"),
+            Action::PauseRecurrence => format!(
+                "Pause {n} recurring job(s): the waiting occurrence is cancelled, none \
+                 follows until resumed"
+            ),
+            Action::ResumeRecurrence => {
+                format!("Resume {n} recurring job(s) at their next occurrence after now")
+            }
         }
     }
 
@@ -99,6 +120,8 @@ impl Action {
             Action::Purge | Action::PurgeAll => "Purged",
             Action::Cancel => "Cancelled",
             Action::Promote => "Promoted",
+            Action::PauseRecurrence => "Paused",
+            Action::ResumeRecurrence => "Resumed",
         }
     }
 }
@@ -180,6 +203,12 @@ pub(crate) async fn act(
             StatusCode::BAD_REQUEST,
             "not a job id this store accepts",
         ),
+        Err(Error::InvalidRecurrence { .. }) => refuse(
+            &app,
+            &visit,
+            StatusCode::BAD_REQUEST,
+            "not a recurring job's name",
+        ),
         Err(e) => failed(&app, &visit, &e.to_string()),
     }
 }
@@ -195,14 +224,22 @@ async fn run(queue: &Queue, action: Action, ids: &[String]) -> Result<(u64, u64)
     }
     let mut changed = 0;
     for id in ids {
-        let id = JobId::from(id.as_str());
         let done = match action {
-            Action::Requeue => queue.requeue(&id).await?,
-            Action::Purge => queue.purge(&id).await?,
-            Action::Cancel => queue.cancel(&id).await?,
-            _ => queue.promote(&id).await?,
+            Action::PauseRecurrence => queue.pause_recurrence(id).await?,
+            Action::ResumeRecurrence => queue.resume_recurrence(id).await?,
+            _ => on_job(queue, action, &JobId::from(id.as_str())).await?,
         };
         changed += u64::from(done);
     }
     Ok((changed, ids.len() as u64 - changed))
+}
+
+/// Does an action on one job: whether it changed.
+async fn on_job(queue: &Queue, action: Action, id: &JobId) -> Result<bool, Error> {
+    Ok(match action {
+        Action::Requeue => queue.requeue(id).await?,
+        Action::Purge => queue.purge(id).await?,
+        Action::Cancel => queue.cancel(id).await?,
+        _ => queue.promote(id).await?,
+    })
 }

@@ -81,6 +81,12 @@ pub(crate) async fn queue(
         }
         Err(e) => return failed(&app, &visit, &e.to_string()),
     };
+    // A backend without recurring jobs has none to show.
+    let recurrences = match queue.recurrences().await {
+        Ok(all) => all,
+        Err(Error::Unsupported { .. }) => Vec::new(),
+        Err(e) => return failed(&app, &visit, &e.to_string()),
+    };
     let (samples, lateness) = app.history_of(&name);
     let body = views::queue::page(
         &app,
@@ -93,6 +99,7 @@ pub(crate) async fn queue(
             listing,
             page_no,
             page: &listed,
+            recurrences: &recurrences,
         },
     );
     page(StatusCode::OK, &visit.nonce, body)

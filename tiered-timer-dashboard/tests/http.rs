@@ -12,7 +12,7 @@ use axum::routing;
 use axum::Router;
 use support::{csrf_of, form, get, post, TempDir};
 use tiered_timer_dashboard::Dashboard;
-use tiered_timer_jobs::{JobId, JobState, Queue};
+use tiered_timer_jobs::{JobId, JobState, Queue, Recurrence};
 
 const HOSTILE: &str = "<script>alert(1)</script>";
 
@@ -453,4 +453,105 @@ async fn settings_that_cannot_work_are_refused() {
             setting: "sample_every"
         }
     );
+}
+
+/// A queue's recurring jobs show on its page (name, spec, zone, next),
+/// each with a pause or resume button that works as every action does:
+/// a confirmation, then the change.
+#[tokio::test]
+async fn recurring_jobs_are_listed_and_paused_and_resumed() {
+    let dir = TempDir::new("recurring");
+    let reports = Queue::connect(&dir.url(), "reports").await.unwrap();
+    let nightly = Recurrence::cron("0 30 2 * * *")
+        .unwrap()
+        .time_zone("Europe/Berlin")
+        .unwrap();
+    reports.recur("nightly", nightly, "{}").await.unwrap();
+    let app = shop(
+        &Dashboard::builder()
+            .queue(reports.clone())
+            .token("t0ken")
+            .build()
+            .unwrap(),
+    );
+    let signed_in = [("authorization", "Bearer t0ken")];
+
+    let page = get(&app, "/ops/jobs/queues/reports", &signed_in).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains(r#"<tr data-recurrence="nightly">"#),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("<code>0 30 2 * * *</code>"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("Europe/Berlin"));
+    assert!(
+        page.body.contains(r#"value="pause-recurrence:nightly""#),
+        "{}",
+        page.body
+    );
+    let csrf = csrf_of(&page.body);
+
+    let pause = [("csrf", csrf.as_str()), ("do", "pause-recurrence:nightly")];
+    let asked = post(
+        &app,
+        "/ops/jobs/queues/reports/action",
+        &signed_in,
+        &form(&pause),
+    )
+    .await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert!(
+        asked.body.contains("Pause 1 recurring job(s)"),
+        "{}",
+        asked.body
+    );
+    assert!(
+        !reports.recurrences().await.unwrap()[0].paused,
+        "not before the confirmation"
+    );
+    let confirmed = [
+        ("csrf", csrf.as_str()),
+        ("do", "pause-recurrence:nightly"),
+        ("confirm", "yes"),
+    ];
+    let done = post(
+        &app,
+        "/ops/jobs/queues/reports/action",
+        &signed_in,
+        &form(&confirmed),
+    )
+    .await;
+    assert!(done.body.contains(r#"data-changed="1""#), "{}", done.body);
+    assert!(reports.recurrences().await.unwrap()[0].paused);
+
+    let page = get(&app, "/ops/jobs/queues/reports", &signed_in).await;
+    assert!(
+        page.body.contains(r#"<td data-k="next">paused</td>"#),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(r#"value="resume-recurrence:nightly""#),
+        "{}",
+        page.body
+    );
+    let resume = [
+        ("csrf", csrf.as_str()),
+        ("do", "resume-recurrence:nightly"),
+        ("confirm", "yes"),
+    ];
+    let done = post(
+        &app,
+        "/ops/jobs/queues/reports/action",
+        &signed_in,
+        &form(&resume),
+    )
+    .await;
+    assert!(done.body.contains(r#"data-changed="1""#), "{}", done.body);
+    assert!(!reports.recurrences().await.unwrap()[0].paused);
 }

@@ -16,12 +16,13 @@ use std::time::Duration;
 
 use crate::contract::{
     unsupported, AckAndClaim, Backend, Capabilities, Claimed, Failure, GaveUp, Lease, LeaseToken,
-    NewJob, Settings,
+    NewJob, NewRecurrence, Settings,
 };
 use crate::data::error::Error;
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::listing::{JobInfo, Listing, Page, QueueInfo};
+use crate::data::recurrence::RecurrenceInfo;
 use crate::data::repaired::Repaired;
 use crate::data::stats::{DeadLetter, Stats};
 
@@ -33,9 +34,9 @@ use crate::data::stats::{DeadLetter, Stats};
 macro_rules! with_backends {
     ($then:ident ! ($($args:tt)*)) => {
         $then! { $($args)* [
-            "embedded" Embedded(crate::embedded::EmbeddedBackend) = ["file"] "file:///path/to/dir (an embedded store)" needs "the store's directory" "file:///var/lib/app/jobs" has [read_only],
-            "redis" Redis(crate::redis::RedisBackend) = ["redis", "rediss", "redis+unix", "unix", "valkey", "valkeys", "valkey+unix"] "redis://, rediss://, redis+unix://, unix://, valkey://, valkeys:// or valkey+unix://" needs "the server's address" "redis://127.0.0.1:6379/ or redis+unix:///run/redis.sock" has [partitions, cluster, replicas],
-            "postgres" Postgres(crate::postgres::PostgresBackend) = ["postgres", "postgresql"] "postgres:// or postgresql://" needs "the server's address and database" "postgres://app@127.0.0.1:5432/app" has [],
+            "embedded" Embedded(crate::embedded::EmbeddedBackend) = ["file"] "file:///path/to/dir (an embedded store)" needs "the store's directory" "file:///var/lib/app/jobs" has [read_only, clock, recurrences],
+            "redis" Redis(crate::redis::RedisBackend) = ["redis", "rediss", "redis+unix", "unix", "valkey", "valkeys", "valkey+unix"] "redis://, rediss://, redis+unix://, unix://, valkey://, valkeys:// or valkey+unix://" needs "the server's address" "redis://127.0.0.1:6379/ or redis+unix:///run/redis.sock" has [partitions, cluster, replicas, recurrences],
+            "postgres" Postgres(crate::postgres::PostgresBackend) = ["postgres", "postgresql"] "postgres:// or postgresql://" needs "the server's address and database" "postgres://app@127.0.0.1:5432/app" has [recurrences],
         ] }
     };
 }
@@ -342,6 +343,37 @@ impl AnyBackend {
 
     pub(crate) async fn promote(&self, id: &JobId) -> Result<bool, Error> {
         dispatch!(self, b => b.promote(id).await)
+    }
+
+    /// Refuses the recurrence calls on a backend whose line lacks
+    /// `recurrences`.
+    fn has_recurrences(&self) -> Result<(), Error> {
+        let name = self.name();
+        let listed = LISTED.iter().find(|b| b.name == name);
+        match listed {
+            Some(backend) if backend.has.recurrences => Ok(()),
+            _ => Err(unsupported("recurrences", name)),
+        }
+    }
+
+    pub(crate) async fn recur(&self, recurrence: NewRecurrence) -> Result<bool, Error> {
+        self.has_recurrences()?;
+        dispatch!(self, b => b.recur(recurrence).await)
+    }
+
+    pub(crate) async fn unrecur(&self, name: &str) -> Result<bool, Error> {
+        self.has_recurrences()?;
+        dispatch!(self, b => b.unrecur(name).await)
+    }
+
+    pub(crate) async fn pause_recurrence(&self, name: &str, paused: bool) -> Result<bool, Error> {
+        self.has_recurrences()?;
+        dispatch!(self, b => b.pause_recurrence(name, paused).await)
+    }
+
+    pub(crate) async fn recurrences(&self) -> Result<Vec<RecurrenceInfo>, Error> {
+        self.has_recurrences()?;
+        dispatch!(self, b => b.recurrences().await)
     }
 }
 

@@ -35,11 +35,13 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use crate::data::clock::Clock;
 use crate::data::error::Error;
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::limits::{millis_up, MAX_DEADLINE_MS, MAX_SPAN_MS};
 use crate::data::listing::{JobInfo, Listing, Page, QueueInfo};
+use crate::data::recurrence::{Recurrence, RecurrenceInfo};
 use crate::data::repaired::Repaired;
 use crate::data::stats::{DeadLetter, Stats};
 
@@ -62,6 +64,9 @@ pub(crate) struct Settings {
     /// `None`: the count recorded for the queue (1 for a new one).
     pub(crate) partitions: Option<u32>,
     pub(crate) cluster: bool,
+    /// The wall clock a store decides by ([`Clock::system`] unless a test
+    /// gave a manual one).
+    pub(crate) clock: Clock,
 }
 
 impl Settings {
@@ -86,6 +91,11 @@ pub(crate) struct Capabilities {
     pub(crate) replicas: bool,
     /// Handles that only look ([`Builder::read_only`](crate::Builder::read_only)).
     pub(crate) read_only: bool,
+    /// A wall clock a test moves ([`Builder::clock`](crate::Builder::clock)).
+    pub(crate) clock: bool,
+    /// Recurring jobs ([`Queue::recur`](crate::Queue::recur) and the
+    /// calls after it).
+    pub(crate) recurrences: bool,
 }
 
 impl Capabilities {
@@ -95,6 +105,8 @@ impl Capabilities {
         cluster: false,
         replicas: false,
         read_only: false,
+        clock: false,
+        recurrences: false,
     };
 
     /// Refuses the settings `backend` does not have, where they would
@@ -110,6 +122,7 @@ impl Capabilities {
             ("cluster", settings.cluster && !self.cluster),
             ("replicas", settings.replicas > 0 && !self.replicas),
             ("read_only", settings.read_only && !self.read_only),
+            ("clock", settings.clock.is_manual() && !self.clock),
         ];
         match lacks.into_iter().find(|&(_, lacking)| lacking) {
             Some((setting, _)) => Err(unsupported(setting, backend)),
@@ -192,6 +205,15 @@ pub(crate) fn delay_ms(delay: Duration) -> Result<u64, Error> {
 pub(crate) struct NewJob {
     pub(crate) id: JobId,
     pub(crate) due: Due,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// A recurrence to register, checked: its name passed the name check,
+/// its policy [`Recurrence::check`], its payload the queue's limit.
+#[derive(Debug, Clone)]
+pub(crate) struct NewRecurrence {
+    pub(crate) name: String,
+    pub(crate) recurrence: Recurrence,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -416,6 +438,37 @@ pub(crate) trait Backend: Sized + Send + Sync + 'static {
 
     /// Makes a waiting job due now.
     async fn promote(&self, id: &JobId) -> Result<bool, Error>;
+
+    // Recurrences (`src/data/recurrence.rs`): a backend that has them says
+    // so in its `Capabilities` (`recurrences`), and keeps, per
+    // recurrence, one waiting occurrence whose claim schedules the next
+    // in the same atomic step. The provided bodies answer for a backend
+    // without them (never reached: its capabilities refuse first).
+
+    /// Registers a recurrence, or replaces one of that name with another
+    /// spec, policy or payload (its waiting occurrence with it); `true`
+    /// if anything changed.
+    async fn recur(&self, _recurrence: NewRecurrence) -> Result<bool, Error> {
+        Err(unsupported("recurrences", "this"))
+    }
+
+    /// Removes a recurrence and its waiting occurrence; `true` if there
+    /// was one.
+    async fn unrecur(&self, _name: &str) -> Result<bool, Error> {
+        Err(unsupported("recurrences", "this"))
+    }
+
+    /// Pauses (its waiting occurrence removed) or resumes (the next
+    /// occurrence after now scheduled) a recurrence; `true` if there is
+    /// one of that name.
+    async fn pause_recurrence(&self, _name: &str, _paused: bool) -> Result<bool, Error> {
+        Err(unsupported("recurrences", "this"))
+    }
+
+    /// Every recurrence of the queue, by name.
+    async fn recurrences(&self) -> Result<Vec<RecurrenceInfo>, Error> {
+        Err(unsupported("recurrences", "this"))
+    }
 }
 
 #[cfg(test)]
@@ -473,6 +526,7 @@ mod tests {
             read_only: false,
             partitions: Some(1),
             cluster: false,
+            clock: Clock::system(),
         };
         assert!(none.check(&settings, "b").is_ok());
         let with = |change: fn(&mut Settings)| {
@@ -495,6 +549,10 @@ mod tests {
         assert_eq!(
             with(|s| s.read_only = true),
             "read_only is not a setting of the b backend"
+        );
+        assert_eq!(
+            with(|s| s.clock = Clock::manual(SystemTime::UNIX_EPOCH)),
+            "clock is not a setting of the b backend"
         );
     }
 }

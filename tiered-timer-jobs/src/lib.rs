@@ -283,12 +283,14 @@ mod targets;
 #[cfg(feature = "postgres")]
 pub use crate::api::Within;
 pub use crate::api::{find_queues, repair, Builder, Fate, Job, Queue};
+pub use crate::data::clock::Clock;
 pub use crate::data::error::Error;
 pub use crate::data::id::JobId;
 pub use crate::data::lateness::Lateness;
 pub use crate::data::listing::{
     JobInfo, JobState, JobSummary, Listing, Page, QueueInfo, MAX_PAGE, PREVIEW,
 };
+pub use crate::data::recurrence::{LastRun, Missed, Recurrence, RecurrenceInfo};
 pub use crate::data::repaired::{Quarantined, Repaired};
 pub use crate::data::stats::{DeadLetter, Stats};
 /// The sqlx this crate is built with (feature `postgres`): the

@@ -473,12 +473,19 @@ async fn the_schema_is_created_once_by_handles_that_start_together_and_never_by_
         connected.unwrap();
     }
     assert_eq!(server.number(schemas).await, 1);
+    // Each migration applied once (two: the jobs, then recurrences).
     assert_eq!(
         server
             .number("SELECT count(*) FROM shop_jobs.schema_version")
             .await,
-        1,
-        "one migration, applied once"
+        2,
+        "each migration applied once"
+    );
+    assert_eq!(
+        server
+            .number("SELECT count(DISTINCT version) FROM shop_jobs.schema_version")
+            .await,
+        2
     );
     let names: Vec<String> = find_queues(&url, false, Duration::from_secs(5))
         .await
@@ -605,4 +612,40 @@ async fn skewed_client() {
         );
         job.ack().await.unwrap();
     }
+}
+
+/// A schema at version 1 (before recurring jobs) is brought to version 2
+/// by the next handle that registers: its jobs kept, recurrences then
+/// working; and a second handle changes nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_schema_is_migrated_with_its_jobs_kept() {
+    let server = PostgresServer::start();
+    let url = server.url();
+    let queue = Queue::connect(&url, "orders").await.unwrap();
+    queue
+        .schedule_with_id("kept", Duration::from_secs(3600), "k")
+        .await
+        .unwrap();
+    drop(queue);
+    // Back to what version 1 created.
+    let mut conn = server.connect().await;
+    sqlx::raw_sql(
+        "DROP TABLE tiered_timer_jobs.recurrences;
+         DROP INDEX tiered_timer_jobs.jobs_chained;
+         ALTER TABLE tiered_timer_jobs.jobs DROP COLUMN chain;
+         DELETE FROM tiered_timer_jobs.schema_version WHERE version = 2;",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let queue = Queue::connect(&url, "orders").await.unwrap();
+    let versions = "SELECT count(*) FROM tiered_timer_jobs.schema_version";
+    assert_eq!(server.number(versions).await, 2);
+    assert!(queue.job(&JobId::from("kept")).await.unwrap().is_some());
+    let hourly = tiered_timer_jobs::Recurrence::every(Duration::from_secs(3600)).unwrap();
+    assert!(queue.recur("hourly", hourly, "h").await.unwrap());
+    assert_eq!(queue.pending().await.unwrap(), 2);
+    Queue::connect(&url, "orders").await.unwrap();
+    assert_eq!(server.number(versions).await, 2, "applied once");
 }

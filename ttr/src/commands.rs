@@ -6,7 +6,9 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
-use tiered_timer_jobs::{find_queues, JobId, JobInfo, JobState, Listing, Page, Queue, Stats};
+use tiered_timer_jobs::{
+    find_queues, JobId, JobInfo, JobState, Listing, Page, Queue, RecurrenceInfo, Stats,
+};
 
 use crate::confirm::confirm;
 use crate::human::{clock_name, relative};
@@ -108,6 +110,28 @@ pub(crate) async fn run(
             let done = queue.promote(&id).await.map_err(fail)?;
             let text = format!("promoted {} in {name}: due now\n", safe(id.as_str()));
             one_action(out, &name, "promote", &id, done, text, "waiting")?;
+        }
+        Command::Recurrences { .. } => {
+            let all = queue.recurrences().await.map_err(fail)?;
+            let now = SystemTime::now();
+            out.print(
+                || show_recurrences(&name, &all, now),
+                || recurrences_json(&name, &all),
+            );
+        }
+        Command::PauseRecurrence { name: which, .. } => {
+            let found = queue.pause_recurrence(&which).await.map_err(fail)?;
+            let text = format!(
+                "paused {} in {name}: its waiting occurrence is cancelled; \
+                 `ttr resume-recurrence {name} <name>` resumes it\n",
+                safe(&which)
+            );
+            recurrence_action(out, &name, "pause", &which, found, text)?;
+        }
+        Command::ResumeRecurrence { name: which, .. } => {
+            let found = queue.resume_recurrence(&which).await.map_err(fail)?;
+            let text = format!("resumed {} in {name}\n", safe(&which));
+            recurrence_action(out, &name, "resume", &which, found, text)?;
         }
         Command::Queues | Command::Serve(_) | Command::Repair { .. } => {
             unreachable!("not a command on one queue")
@@ -636,6 +660,103 @@ fn show_page(name: &str, listing: Listing, page: &Page, partitioned: bool) -> St
         page.offset + 1,
         page.offset + page.jobs.len(),
         page.total,
+    ));
+    out
+}
+
+/// Prints the outcome of a pause or resume; no such recurrence is exit
+/// status 1.
+fn recurrence_action(
+    out: Output,
+    queue: &str,
+    action: &str,
+    name: &str,
+    found: bool,
+    text: String,
+) -> Result<(), Failure> {
+    if out.json {
+        println!(
+            "{}",
+            json!({"queue": queue, "action": action, "recurrence": name, "found": found})
+        );
+    } else if found {
+        print!("{text}");
+    }
+    if found {
+        Ok(())
+    } else {
+        Err(Failure::Runtime(format!(
+            "no recurrence named {} in {queue} (`ttr recurrences {queue}` lists them)",
+            safe(name)
+        )))
+    }
+}
+
+fn recurrences_json(name: &str, all: &[RecurrenceInfo]) -> Value {
+    let recurrences: Vec<Value> = all
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name,
+                "spec": r.spec,
+                "time_zone": r.time_zone,
+                "missed": r.missed.to_string(),
+                "paused": r.paused,
+                "next": time_json(r.next),
+                "last": time_json(r.last),
+                "last_outcome": r.last_run.map(|l| l.as_str()),
+                "last_error": r.last_error,
+            })
+        })
+        .collect();
+    json!({"queue": name, "recurrences": recurrences})
+}
+
+/// The recurrences as a table, times relative to this host's `now` (a
+/// recurrence's times are instants; the store's clock decides them).
+fn show_recurrences(name: &str, all: &[RecurrenceInfo], now: SystemTime) -> String {
+    if all.is_empty() {
+        return format!("no recurring jobs in {name}\n");
+    }
+    let mut rows = vec![[
+        "name",
+        "spec",
+        "time zone",
+        "missed",
+        "next",
+        "last",
+        "last outcome",
+    ]
+    .map(str::to_owned)
+    .to_vec()];
+    for r in all {
+        let next = match (r.paused, r.next) {
+            (true, _) => "paused".to_owned(),
+            (false, Some(next)) => format!("{} ({})", human::utc(next), relative(next, now)),
+            (false, None) => "-".to_owned(),
+        };
+        let outcome = match (r.last_run, &r.last_error) {
+            (Some(run), Some(error)) => format!("{run}: {}", safe(error)),
+            (Some(run), None) => run.to_string(),
+            (None, _) => "-".to_owned(),
+        };
+        rows.push(vec![
+            safe(&r.name),
+            safe(&r.spec),
+            safe(&r.time_zone),
+            r.missed.to_string(),
+            next,
+            r.last.map_or("-".to_owned(), |last| {
+                format!("{} ({})", human::utc(last), relative(last, now))
+            }),
+            outcome,
+        ]);
+    }
+    let mut out = table(&rows, &[false; 7]);
+    out.push_str(&format!(
+        "\n{} recurring job(s) in {name}. `ttr pause-recurrence {name} <name>` pauses one, \
+         `ttr resume-recurrence {name} <name>` resumes it.\n",
+        all.len()
     ));
     out
 }

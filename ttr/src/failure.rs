@@ -121,7 +121,15 @@ pub(crate) fn failure(url: &str, error: Error) -> Failure {
         Error::InvalidQueueName { .. }
         | Error::InvalidJobId { .. }
         | Error::InvalidConfig { .. }
-        | Error::InvalidArgument { .. } => Failure::Usage(error.to_string()),
+        | Error::InvalidArgument { .. }
+        | Error::InvalidRecurrence { .. }
+        | Error::InvalidTimeZone { .. } => Failure::Usage(error.to_string()),
+        Error::Unsupported {
+            setting: "recurrences",
+            backend,
+        } => Failure::Runtime(format!(
+            "recurring jobs are not kept by the {backend} backend (yet): {at} has none"
+        )),
         Error::Unsupported { setting, .. } if is_postgres(url) => Failure::Usage(format!(
             "--{setting} is for Redis: a Postgres store has no {setting}"
         )),

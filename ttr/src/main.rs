@@ -8,6 +8,7 @@
 //! ttr job orders order-17
 //! ttr requeue orders order-17        # or --all
 //! ttr purge orders --all --yes       # asks on a terminal; --yes otherwise
+//! ttr recurrences orders             # recurring jobs; pause-recurrence, resume-recurrence
 //! ttr serve --listen 127.0.0.1:7878 --token "$TTR_TOKEN"
 //! ```
 //!
@@ -140,6 +141,27 @@ pub(crate) enum Command {
         /// The job's id.
         id: String,
     },
+    /// Recurring jobs: name, spec, time zone, next and last occurrence,
+    /// what became of the last.
+    Recurrences {
+        /// The queue's name.
+        queue: String,
+    },
+    /// Pause a recurring job: its waiting occurrence is cancelled and no
+    /// other is scheduled until `resume-recurrence`.
+    PauseRecurrence {
+        /// The queue's name.
+        queue: String,
+        /// The recurrence's name.
+        name: String,
+    },
+    /// Resume a paused recurring job at its next occurrence after now.
+    ResumeRecurrence {
+        /// The queue's name.
+        queue: String,
+        /// The recurrence's name.
+        name: String,
+    },
     /// Serve the web dashboard and Prometheus /metrics.
     Serve(serve::ServeArgs),
     /// Embedded stores only: cut a torn write off the end of a queue's log,
@@ -164,6 +186,7 @@ impl Command {
                 | Command::Due(_)
                 | Command::Leased(_)
                 | Command::Dead(_)
+                | Command::Recurrences { .. }
         )
     }
 }
@@ -262,7 +285,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 Command::Stats { queue, .. }
                 | Command::Job { queue, .. }
                 | Command::Cancel { queue, .. }
-                | Command::Promote { queue, .. } => queue,
+                | Command::Promote { queue, .. }
+                | Command::Recurrences { queue }
+                | Command::PauseRecurrence { queue, .. }
+                | Command::ResumeRecurrence { queue, .. } => queue,
                 Command::Pending(l) | Command::Due(l) | Command::Leased(l) | Command::Dead(l) => {
                     &l.queue
                 }

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 use support::{RedisCluster, RedisServer};
-use tiered_timer_jobs::{JobId, Queue};
+use tiered_timer_jobs::{JobId, Queue, Recurrence};
 
 fn ttr(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ttr"))
@@ -1310,4 +1310,72 @@ async fn a_look_at_a_damaged_copy_writes_nothing_and_repair_sets_the_damage_asid
     // Repair is for embedded stores.
     let redis = ttr(&["--url", "redis://127.0.0.1:1/", "repair", "orders"]);
     assert_eq!(redis.status.code(), Some(2), "{}", stderr(&redis));
+}
+
+/// `ttr recurrences` lists a queue's recurring jobs (text and `--json`);
+/// `pause-recurrence` and `resume-recurrence` change one, and a name that
+/// is none is exit status 1. On an embedded store held by its service,
+/// the listing is a look (read-only) and works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recurrences_paused_and_resumed() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::builder(&url, "reports").connect().await.unwrap();
+    let nightly = Recurrence::cron("0 30 2 * * *")
+        .unwrap()
+        .time_zone("Europe/Berlin")
+        .unwrap();
+    queue.recur("nightly", nightly, "{}").await.unwrap();
+    let hourly = Recurrence::every(Duration::from_secs(3600)).unwrap();
+    queue.recur("hourly", hourly, "{}").await.unwrap();
+
+    let output = ttr(&["--url", &url, "recurrences", "reports"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for expected in [
+        "nightly",
+        "0 30 2 * * *",
+        "Europe/Berlin",
+        "hourly",
+        "every 1h",
+        "run-once",
+    ] {
+        assert!(text.contains(expected), "{expected} in {text}");
+    }
+    let doc = json(&ttr(&["--url", &url, "--json", "recurrences", "reports"]));
+    let all = doc["recurrences"].as_array().unwrap();
+    assert_eq!(all.len(), 2, "{doc}");
+    assert_eq!(all[1]["name"], "nightly");
+    assert_eq!(all[1]["time_zone"], "Europe/Berlin");
+    assert_eq!(all[1]["paused"], false);
+    assert!(all[1]["next"].as_str().unwrap().ends_with('Z'), "{doc}");
+    assert_eq!(all[1]["last"], Value::Null);
+
+    let output = ttr(&["--url", &url, "pause-recurrence", "reports", "nightly"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc = json(&ttr(&["--url", &url, "--json", "recurrences", "reports"]));
+    assert_eq!(doc["recurrences"][1]["paused"], true, "{doc}");
+    assert_eq!(doc["recurrences"][1]["next"], Value::Null, "{doc}");
+    assert!(stdout(&ttr(&["--url", &url, "recurrences", "reports"])).contains("paused"));
+    let output = ttr(&["--url", &url, "resume-recurrence", "reports", "nightly"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(queue.recurrences().await.unwrap().iter().all(|r| !r.paused));
+
+    let output = ttr(&["--url", &url, "pause-recurrence", "reports", "weekly"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("no recurrence named weekly"),
+        "{}",
+        stderr(&output)
+    );
+
+    // An embedded store held by its service: the listing is a look.
+    let dir = support::backend::TempDir::new("ttr-recur");
+    let file = format!("file://{}", dir.0.display());
+    let held = Queue::builder(&file, "reports").connect().await.unwrap();
+    let daily = Recurrence::cron("0 0 6 * * *").unwrap();
+    held.recur("morning", daily, "{}").await.unwrap();
+    let output = ttr(&["--url", &file, "recurrences", "reports"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("morning"), "{}", stdout(&output));
 }

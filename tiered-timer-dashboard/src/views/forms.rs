@@ -104,7 +104,7 @@ pub(crate) fn done(
 pub(crate) fn login(app: &App, visit: &Visit, error: Option<&str>) -> Markup {
     let body = html! {
         h1 { "Log in" }
-        p.sub { "The dashboard's token allows requeue, purge, cancel and promote." }
+        p.sub { "The dashboard's token allows requeue, purge, cancel and promote, and pausing and resuming recurring jobs." }
         @if let Some(error) = error { p.hot #error { (error) } }
         form.bar method="post" action={ (visit.mount) "/login" } {
             (csrf_field(app))

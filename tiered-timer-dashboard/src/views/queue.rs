@@ -1,8 +1,9 @@
-//! A queue's page: its counts, charts, a search by id, and its jobs by
-//! listing (waiting, due, leased, dead), paged, with their actions.
+//! A queue's page: its counts, charts, its recurring jobs (with pause and
+//! resume), a search by id, and its jobs by listing (waiting, due,
+//! leased, dead), paged, with their actions.
 
 use maud::{html, Markup};
-use tiered_timer_jobs::{JobSummary, Lateness, Listing, Page, Stats};
+use tiered_timer_jobs::{JobSummary, Lateness, Listing, Page, RecurrenceInfo, Stats};
 
 use super::{can_act_note, chart, csrf_field, layout, overdue, Crumb};
 use crate::actions::Action;
@@ -20,6 +21,8 @@ pub(crate) struct QueuePage<'a> {
     pub(crate) listing: Listing,
     pub(crate) page_no: usize,
     pub(crate) page: &'a Page,
+    /// Its recurring jobs, by name (none on a backend without them).
+    pub(crate) recurrences: &'a [RecurrenceInfo],
 }
 
 pub(crate) fn page(app: &App, visit: &Visit, q: &QueuePage<'_>) -> Markup {
@@ -41,6 +44,7 @@ pub(crate) fn page(app: &App, visit: &Visit, q: &QueuePage<'_>) -> Markup {
             (chart::depth("Depth", s.redis_time, q.samples))
             (chart::histogram("Lateness of recent claims · last hour", q.lateness))
         }
+        (recurrences(app, visit, q))
         form.bar method="get" action=(visit.find_url(q.name)) {
             input #search type="search" name="id" placeholder="job id";
             button { "Find job" }
@@ -198,6 +202,66 @@ fn pager(visit: &Visit, q: &QueuePage<'_>) -> Markup {
             }
             @if (last as u64) < page.total {
                 a.button href=(visit.tab_url(q.name, q.listing, q.page_no + 1)) { "Next" }
+            }
+        }
+    }
+}
+
+/// The recurring jobs, if any: name, spec, time zone, next and last
+/// occurrence (by the store's clock), the last one's outcome, and a
+/// pause or resume button each (confirmed, as every action).
+fn recurrences(app: &App, visit: &Visit, q: &QueuePage<'_>) -> Markup {
+    let now = q.stats.redis_time;
+    let when = |t: Option<std::time::SystemTime>| {
+        t.map_or_else(String::new, |t| {
+            format!("{} ({})", human::utc(t), relative(t, now))
+        })
+    };
+    let buttons = visit.can != Can::Look;
+    html! {
+        @if !q.recurrences.is_empty() {
+            h2 { "Recurring jobs" }
+            form #recurrences-form method="post" action=(visit.action_url(q.name)) {
+                (csrf_field(app))
+                input type="hidden" name="tab" value=(q.listing.as_str());
+                table #recurrences {
+                    thead {
+                        tr {
+                            th { "Name" } th { "Spec" } th { "Time zone" } th { "Next" }
+                            th { "Last" } th { "Last outcome" }
+                            @if buttons { th {} }
+                        }
+                    }
+                    tbody {
+                        @for r in q.recurrences {
+                            tr data-recurrence=(r.name) {
+                                td.id { (r.name) }
+                                td { code { (r.spec) } }
+                                td { (r.time_zone) }
+                                td data-k="next" {
+                                    @if r.paused { "paused" } @else { (when(r.next)) }
+                                }
+                                td data-k="last" { (when(r.last)) }
+                                td.err data-k="outcome" {
+                                    (r.last_run.map_or("", |l| l.as_str()))
+                                    @if let Some(error) = &r.last_error { ": " (error) }
+                                }
+                                @if buttons {
+                                    td {
+                                        @let action = if r.paused {
+                                            Action::ResumeRecurrence
+                                        } else {
+                                            Action::PauseRecurrence
+                                        };
+                                        @let value = format!("{}:{}", action.as_str(), r.name);
+                                        @let field = Field { name: "do", value: &value, id: None };
+                                        (button(visit, action, field, action.label()))
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
     }

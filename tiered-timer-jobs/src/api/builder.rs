@@ -12,6 +12,7 @@ use super::queue::Queue;
 use crate::backends::AnyBackend;
 use crate::contract::Settings;
 use crate::data::checks::check_queue_name;
+use crate::data::clock::Clock;
 use crate::data::error::Error;
 use crate::data::limits::{millis_up, LEASE_RANGE, MAX_PARTITIONS, MAX_SPAN_MS};
 
@@ -70,6 +71,7 @@ impl Queue {
                 read_only: false,
                 partitions: None,
                 cluster: false,
+                clock: Clock::system(),
             },
         }
     }
@@ -116,6 +118,7 @@ impl fmt::Debug for Builder {
             .field("read_only", &s.read_only)
             .field("partitions", &s.partitions)
             .field("cluster", &s.cluster)
+            .field("clock", &s.clock)
             .finish()
     }
 }
@@ -343,6 +346,44 @@ impl Builder {
     /// store.
     pub fn cluster(mut self) -> Builder {
         self.settings.cluster = true;
+        self
+    }
+
+    /// The wall clock an embedded (`file://`) store decides by: every due
+    /// time, delay, lease and wake-up of its driver. Default
+    /// [`Clock::system`]; a [`Clock::manual`] makes time stand still until
+    /// the test moves it, which is how to test code that uses durable jobs
+    /// (a job due in three days, a lease that runs out, a month of a daily
+    /// [`Recurrence`](crate::Recurrence) across a daylight-saving change)
+    /// in milliseconds of real time.
+    ///
+    /// A store is one per directory in a process: every handle on it must
+    /// give the same clock ([`Error::InvalidConfig`] otherwise). Redis
+    /// decides by its own `TIME`, which no client can move: a manual clock
+    /// is [`Error::Unsupported`] there.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::{Duration, SystemTime};
+    /// use tiered_timer_jobs::{Clock, Queue};
+    ///
+    /// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+    /// let clock = Clock::manual(SystemTime::now());
+    /// let queue = Queue::builder("file:///tmp/jobs-test", "mail")
+    ///     .clock(clock.clone())
+    ///     .lease(Duration::from_secs(30))
+    ///     .connect()
+    ///     .await?;
+    /// let job = { queue.schedule(Duration::ZERO, "hi").await?; queue.next().await? };
+    /// clock.advance(Duration::from_secs(31)); // its lease ran out: delivered again
+    /// assert_eq!(queue.next().await?.attempt(), 2);
+    /// # drop(job);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn clock(mut self, clock: Clock) -> Builder {
+        self.settings.clock = clock;
         self
     }
 

@@ -30,7 +30,8 @@ use super::lease::{Held, LocalLease};
 use crate::contract::{AckAndClaim, Claimed, GaveUp, Lease, LeaseToken};
 use crate::data::error::Error;
 use crate::data::id::JobId;
-use crate::data::limits::{millis_up, LEASE_RANGE, MAX_SPAN_MS};
+use crate::data::limits::{at_ms, millis_up, LEASE_RANGE, MAX_SPAN_MS};
+use crate::data::recurrence::parse_occurrence_id;
 use crate::targets;
 
 /// A job delivered by [`Queue::next`](crate::Queue::next), held under a
@@ -180,6 +181,34 @@ impl Job {
     /// The job's id.
     pub fn id(&self) -> &JobId {
         &self.id
+    }
+
+    /// The recurrence this job is an occurrence of
+    /// ([`Queue::recur`](crate::Queue::recur)), read from its id
+    /// (`name@<time>`); `None` for a job scheduled by id or delay.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let job = queue.next().await?;
+    /// match job.recurrence() {
+    ///     Some("nightly-report") => { /* the report of job.occurrence() */ }
+    ///     _ => { /* an ordinary job */ }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn recurrence(&self) -> Option<&str> {
+        parse_occurrence_id(self.id.as_str()).map(|(name, _)| name)
+    }
+
+    /// The occurrence this job stands for: the time it was due as its
+    /// recurrence computed it (its [`deadline`](Job::deadline) until a
+    /// retry moves that); `None` unless it is a recurrence's.
+    pub fn occurrence(&self) -> Option<SystemTime> {
+        parse_occurrence_id(self.id.as_str()).map(|(_, ms)| at_ms(ms))
     }
 
     /// The job's payload, as scheduled.

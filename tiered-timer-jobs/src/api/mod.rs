@@ -17,6 +17,7 @@ mod job;
 mod lease;
 mod operator;
 mod queue;
+mod recur;
 mod schedule;
 mod store;
 #[cfg(feature = "postgres")]

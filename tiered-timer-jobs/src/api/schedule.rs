@@ -10,6 +10,7 @@ use crate::contract::{Due, NewJob};
 use crate::data::checks::check_job_id;
 use crate::data::error::Error;
 use crate::data::id::{random_id, JobId};
+use crate::data::recurrence::parse_occurrence_id;
 
 impl Queue {
     /// Schedules a job due `delay` from now, where "now" is Redis' clock
@@ -78,9 +79,14 @@ impl Queue {
     /// returns the id. A producer that retries after a timeout therefore
     /// makes no duplicate. (A dead letter with this id is replaced.)
     ///
+    /// Ids of the form `name@<UTC time>` (`nightly@2026-03-29T01:00:00Z`,
+    /// with `.mmm` if not a whole second) are recurrences' occurrences'
+    /// (see [`Queue::recur`]) and refused here.
+    ///
     /// # Errors
     ///
-    /// [`Error::InvalidJobId`]; otherwise as [`schedule`](Queue::schedule).
+    /// [`Error::InvalidJobId`] (also for an occurrence's id); otherwise as
+    /// [`schedule`](Queue::schedule).
     ///
     /// # Examples
     ///
@@ -280,6 +286,12 @@ impl Queue {
         payload: Vec<u8>,
     ) -> Result<NewJob, Error> {
         check_job_id(id.as_str())?;
+        if parse_occurrence_id(id.as_str()).is_some() {
+            return Err(Error::InvalidJobId {
+                reason: "ids of the form name@<UTC time> (name@2026-03-29T01:00:00Z) are \
+                         recurrences' occurrences: use Queue::recur",
+            });
+        }
         let limit = self.inner.max_payload;
         if payload.len() > limit {
             return Err(Error::PayloadTooLarge {

@@ -39,6 +39,24 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A recurrence cannot be registered: its cron spec is malformed
+    /// (a field out of range, the wrong number of fields, days that never
+    /// occur), its period is under 1 s, [`Missed::RunAll`](crate::Missed::RunAll)'s
+    /// `max` is out of range, or its name is empty, longer than 256 bytes
+    /// or has control characters. Nothing was registered.
+    InvalidRecurrence {
+        /// What is wrong, and where.
+        reason: String,
+    },
+    /// [`Recurrence::time_zone`](crate::Recurrence::time_zone) was given a
+    /// name the time zone database does not have (or there is no
+    /// database: install `tzdata`).
+    InvalidTimeZone {
+        /// The name given (its first 64 characters).
+        name: String,
+        /// Why it was refused.
+        reason: String,
+    },
     /// A setting of the [`Builder`](crate::Builder) is out of range (a
     /// zero or too-long lease, zero attempts, zero partitions...).
     InvalidConfig {
@@ -153,8 +171,8 @@ pub enum Error {
     /// store, [`Builder::read_only`](crate::Builder::read_only) on Redis.
     /// Nothing was opened or changed.
     Unsupported {
-        /// The setting (`"partitions"`, `"cluster"`, `"replicas"`,
-        /// `"read_only"`).
+        /// The setting or call (`"partitions"`, `"cluster"`, `"replicas"`,
+        /// `"read_only"`, `"clock"`, `"recurrences"`).
         setting: &'static str,
         /// The backend that has no such setting: `"embedded"` or `"redis"`.
         backend: &'static str,
@@ -218,6 +236,10 @@ impl fmt::Display for Error {
             }
             Error::InvalidJobId { reason } => write!(f, "invalid job id: {reason}"),
             Error::InvalidConfig { reason } => write!(f, "invalid queue configuration: {reason}"),
+            Error::InvalidRecurrence { reason } => write!(f, "invalid recurrence: {reason}"),
+            Error::InvalidTimeZone { name, reason } => {
+                write!(f, "unknown time zone {name:?}: {reason}")
+            }
             Error::InvalidArgument { reason } => write!(f, "invalid argument: {reason}"),
             Error::PayloadTooLarge { len, limit } => {
                 write!(

@@ -5,11 +5,14 @@
 //! (see CONTRIBUTING.md, "Architecture of the jobs crate").
 
 pub(crate) mod checks;
+pub(crate) mod clock;
+pub(crate) mod cron;
 pub(crate) mod error;
 pub(crate) mod human;
 pub(crate) mod id;
 pub(crate) mod lateness;
 pub(crate) mod limits;
 pub(crate) mod listing;
+pub(crate) mod recurrence;
 pub(crate) mod repaired;
 pub(crate) mod stats;

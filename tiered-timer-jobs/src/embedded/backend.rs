@@ -23,13 +23,15 @@ use super::names;
 use super::ops::{self, ClaimOutcome, JobRow};
 use super::store::QueueLog;
 use crate::contract::{
-    AckAndClaim, Backend, Claimed, Failure, GaveUp, Lease, LeaseToken, NewJob, Settings,
+    AckAndClaim, Backend, Claimed, Failure, GaveUp, Lease, LeaseToken, NewJob, NewRecurrence,
+    Settings,
 };
 use crate::data::error::Error;
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::limits::{at_ms, CHUNK_BYTES, CHUNK_JOBS};
 use crate::data::listing::{JobInfo, JobState, JobSummary, Listing, Page, QueueInfo, PREVIEW};
+use crate::data::recurrence::{Missed, RecurrenceInfo};
 use crate::data::repaired::{Quarantined, Repaired};
 use crate::data::stats::{Counts, DeadLetter, Stats};
 use crate::targets;
@@ -113,9 +115,9 @@ impl Backend for EmbeddedBackend {
             check_exists(&dir, name)?;
         }
         let log = if settings.read_only {
-            ops::open_read_only(&dir, name).await?
+            ops::open_read_only(&dir, name, &settings.clock).await?
         } else {
-            ops::open(&dir, name).await?
+            ops::open_with_clock(&dir, name, &settings.clock).await?
         };
         Ok(EmbeddedBackend {
             name: name.clone(),
@@ -482,6 +484,43 @@ impl Backend for EmbeddedBackend {
 
     async fn promote(&self, id: &JobId) -> Result<bool, Error> {
         Ok(self.log.promote(id.as_str()).await?)
+    }
+
+    async fn recur(&self, new: NewRecurrence) -> Result<bool, Error> {
+        Ok(self
+            .log
+            .recur(&new.name, &new.recurrence, &new.payload)
+            .await?)
+    }
+
+    async fn unrecur(&self, name: &str) -> Result<bool, Error> {
+        Ok(self.log.unrecur(name).await?)
+    }
+
+    async fn pause_recurrence(&self, name: &str, paused: bool) -> Result<bool, Error> {
+        Ok(self.log.pause_recurrence(name, paused).await?)
+    }
+
+    async fn recurrences(&self) -> Result<Vec<RecurrenceInfo>, Error> {
+        self.follow().await?;
+        let listed = self.log.recurrences().await?;
+        Ok(listed
+            .into_iter()
+            .map(|l| {
+                let r = l.recurring;
+                RecurrenceInfo {
+                    name: l.name,
+                    spec: r.spec.into(),
+                    time_zone: r.zone.into(),
+                    missed: Missed::parse(&r.missed).unwrap_or_default(),
+                    paused: r.paused,
+                    next: r.pending.map(|p| at_ms(p.at)),
+                    last: r.last.map(at_ms),
+                    last_run: l.last_run,
+                    last_error: l.last_error,
+                }
+            })
+            .collect())
     }
 }
 

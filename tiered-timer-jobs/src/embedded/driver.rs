@@ -24,6 +24,8 @@
 //! * It wakes claims with no lock held: one `notify_one` per job that
 //!   became claimable, so each due job wakes one waiting worker however
 //!   many wait. A claim that leaves due jobs behind passes one wake-up on.
+//! * With a manual clock (`Builder::clock`, for tests) real time moves
+//!   nothing: the driver waits until the clock is moved, which pokes it.
 //! * It ends when the last handle is dropped (`closing`).
 
 use std::sync::atomic::Ordering;
@@ -56,9 +58,23 @@ impl QueueLog {
 /// [`QueueLog::ensure_driver`]).
 fn spawn(shared: &Arc<Shared>) {
     let weak = Arc::downgrade(shared);
+    // A manual clock that moves pokes the driver, as a sooner event does:
+    // under the lock first, so the poke cannot fall between the driver's
+    // look at the clock and its wait.
+    let poked = Weak::clone(&weak);
+    let poke: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+        if let Some(shared) = poked.upgrade() {
+            drop(shared.lock());
+            shared.sooner.notify_one();
+        }
+    });
+    shared.clock.on_move(&poke);
     let started = std::thread::Builder::new()
         .name("ttr-log-driver".to_owned())
-        .spawn(move || drive(&weak));
+        .spawn(move || {
+            let _poke = poke; // registered for as long as the driver runs
+            drive(&weak)
+        });
     if let Err(error) = started {
         tracing::warn!(target: targets::EMBEDDED, %error, "could not start a job log's driver thread; the next call tries again");
         shared.driver.store(false, Ordering::SeqCst);
@@ -76,7 +92,7 @@ fn drive(weak: &Weak<Shared>) {
         if state.closing() {
             return;
         }
-        let now = Now::wall();
+        let now = Now::of(&shared.clock);
         let before = state.index.claimable();
         state.index.advance(now.floor);
         let after = state.index.claimable();
@@ -91,9 +107,11 @@ fn drive(weak: &Weak<Shared>) {
             state = shared.lock();
             continue;
         }
+        // A manual clock does not move with real time: the driver waits
+        // for its poke (see `spawn`).
         let wait = match next {
-            Some(at) => until(at).clamp(MIN_SLEEP, MAX_SLEEP),
-            None => MAX_SLEEP,
+            Some(at) if !shared.clock.is_manual() => until(at).clamp(MIN_SLEEP, MAX_SLEEP),
+            _ => MAX_SLEEP,
         };
         state = shared
             .sooner

@@ -20,6 +20,9 @@ pub(crate) enum StoreError {
     Locked { path: PathBuf },
     /// A change on a read-only handle (`follow.rs`): nothing was changed.
     ReadOnly { path: PathBuf },
+    /// The store is open in this process with another clock
+    /// (`Builder::clock`): one store, one clock.
+    OtherClock { path: PathBuf },
     /// The log is damaged, not torn (see `format.rs`): a frame whose
     /// checksum does not match with whole frames after it, a whole last
     /// frame damaged after it was written, or a record that makes no
@@ -99,6 +102,7 @@ impl StoreError {
             },
             StoreError::Locked { path } => StoreError::Locked { path: path.clone() },
             StoreError::ReadOnly { path } => StoreError::ReadOnly { path: path.clone() },
+            StoreError::OtherClock { path } => StoreError::OtherClock { path: path.clone() },
             StoreError::Corrupt {
                 path,
                 offset,
@@ -143,6 +147,11 @@ impl fmt::Display for StoreError {
                 "the job log {} is open read-only here: nothing was changed",
                 path.display()
             ),
+            StoreError::OtherClock { path } => write!(
+                f,
+                "the job store at {} is open in this process with another clock",
+                path.display()
+            ),
             StoreError::Corrupt {
                 path,
                 offset,
@@ -182,6 +191,10 @@ impl From<StoreError> for Error {
             StoreError::NoSpace { path, .. } => Error::DiskFull { path },
             StoreError::Locked { path } => Error::Locked { path },
             StoreError::ReadOnly { path } => Error::ReadOnly { path },
+            StoreError::OtherClock { .. } => Error::InvalidConfig {
+                reason: "the store is open in this process with another clock: every handle on \
+                         a store gives the same Builder::clock",
+            },
             StoreError::Corrupt {
                 path,
                 offset,

@@ -38,6 +38,7 @@ use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Batch, Index, Now};
 use super::open::{apply_frame, never_started, quarantined};
 use super::store::{Follow, QueueLog, Shared};
+use crate::data::clock::Clock;
 
 /// Opens a read-only handle on queue `name`'s log in the store in `dir`.
 /// Blocking: call it off the runtime.
@@ -46,22 +47,25 @@ use super::store::{Follow, QueueLog, Shared};
 ///
 /// [`StoreError::Io`] (`NotFound` for a queue or store that does not
 /// exist); [`StoreError::Corrupt`] for damage other than at the log's end.
-pub(crate) fn open(dir: &Path, name: &str) -> Result<Arc<QueueLog>, StoreError> {
+pub(crate) fn open(dir: &Path, name: &str, clock: Clock) -> Result<Arc<QueueLog>, StoreError> {
     let path = super::names::log_path(dir, name);
-    let (file, end, index, follow) = read_from_start(&path)?;
+    let (file, end, index, follow) = read_from_start(&path, &clock)?;
     Ok(QueueLog::read_only(
         name,
-        Shared::new(path, file, end, index, Some(follow)),
+        Shared::new(path, file, end, index, Some(follow), clock),
     ))
 }
 
 /// Reads the log at `path` from its start into a new index.
-fn read_from_start(path: &Path) -> Result<(LogFile, u64, Index, Follow), StoreError> {
+fn read_from_start(
+    path: &Path,
+    clock: &Clock,
+) -> Result<(LogFile, u64, Index, Follow), StoreError> {
     let file = seam::open(path, Mode::Read)
         .map_err(|e| StoreError::io(path, "opening the job log to look at it", e))?;
     let read_err = |e| StoreError::io(path, "reading the job log", e);
     let identity = file.identity().map_err(read_err)?;
-    let mut index = Index::new(Now::wall().floor);
+    let mut index = Index::new(Now::of(clock).floor);
     let mut scanned = Scanned {
         end: 0,
         tail: Tail::Clean,
@@ -142,7 +146,7 @@ impl Shared {
             || meta.len() < state.end
         {
             follow.stale = true;
-            let (file, end, index, follow) = read_from_start(&self.path)?;
+            let (file, end, index, follow) = read_from_start(&self.path, &self.clock)?;
             state.file = Arc::new(file);
             state.end = end;
             state.index = index;

@@ -27,6 +27,15 @@
 //! | 5 | `Error` | slot, gen, reason | its last error (empty: none) |
 //! | 6 | `Remove` | slot, gen | the job is gone (ack, cancel, purge) |
 //! | 7 | `Lateness` | 20 counters | the lateness histogram as compaction found it |
+//! | 16 | `RecurDefine` | name, version, paused, spec, zone, policy, payload | a recurrence registered, replaced, paused or resumed |
+//! | 17 | `RecurState` | name, pending (at, slot, gen), last, run | where its chain is: the occurrence waiting (0: none), the last delivered, missed ones delivered in a row |
+//! | 18 | `RecurRemove` | name | the recurrence is gone |
+//!
+//! Recurrence records name a recurrence by its name (their tags start at
+//! 16, leaving the low ones to jobs' records). A claim that takes a
+//! recurrence's waiting occurrence writes, in its frame, the occurrence's
+//! `Lease` (or `Remove`, if skipped), the next occurrence's `New` and the
+//! recurrence's `RecurState`: the chain moves in one frame or not at all.
 //!
 //! Lease expiries and tokens are not logged: a store is open in one
 //! process at a time (its lock), so when it opens every lease found is a
@@ -90,6 +99,9 @@ const DEAD: u8 = 4;
 const ERROR: u8 = 5;
 const REMOVE: u8 = 6;
 const LATENESS: u8 = 7;
+const RECUR_DEFINE: u8 = 16;
+const RECUR_STATE: u8 = 17;
+const RECUR_REMOVE: u8 = 18;
 
 /// One change to one job (or the lateness histogram).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +143,28 @@ pub(crate) enum Record<'a> {
     },
     Lateness {
         counts: [u64; LATENESS_BUCKETS],
+    },
+    RecurDefine {
+        name: &'a [u8],
+        version: u32,
+        paused: bool,
+        spec: &'a [u8],
+        zone: &'a [u8],
+        missed: &'a [u8],
+        payload: &'a [u8],
+    },
+    RecurState {
+        name: &'a [u8],
+        /// The waiting occurrence's time (0: none), slot and generation.
+        pending: u64,
+        slot: u32,
+        gen: u32,
+        /// The last delivered occurrence's time (0: none).
+        last: u64,
+        run: u32,
+    },
+    RecurRemove {
+        name: &'a [u8],
     },
 }
 
@@ -204,8 +238,52 @@ impl Record<'_> {
                     out.extend_from_slice(&count.to_le_bytes());
                 }
             }
+            Record::RecurDefine {
+                name,
+                version,
+                paused,
+                spec,
+                zone,
+                missed,
+                payload,
+            } => {
+                out.push(RECUR_DEFINE);
+                put_bytes16(out, name);
+                out.extend_from_slice(&version.to_le_bytes());
+                out.push(u8::from(paused));
+                put_bytes16(out, spec);
+                put_bytes16(out, zone);
+                put_bytes16(out, missed);
+                out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+                out.extend_from_slice(payload);
+            }
+            Record::RecurState {
+                name,
+                pending,
+                slot,
+                gen,
+                last,
+                run,
+            } => {
+                out.push(RECUR_STATE);
+                put_bytes16(out, name);
+                out.extend_from_slice(&pending.to_le_bytes());
+                put_slot(out, slot, gen);
+                out.extend_from_slice(&last.to_le_bytes());
+                out.extend_from_slice(&run.to_le_bytes());
+            }
+            Record::RecurRemove { name } => {
+                out.push(RECUR_REMOVE);
+                put_bytes16(out, name);
+            }
         }
     }
+}
+
+/// A length (u16) and the bytes.
+fn put_bytes16(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+    out.extend_from_slice(bytes);
 }
 
 fn put_slot(out: &mut Vec<u8>, slot: u32, gen: u32) {
@@ -251,6 +329,44 @@ impl<'a> Records<'a> {
                 *count = self.u64()?;
             }
             return Ok(Record::Lateness { counts });
+        }
+        match tag {
+            RECUR_DEFINE => {
+                let name = self.bytes16()?;
+                let version = self.u32()?;
+                let paused = match self.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err("a recurrence record's paused flag is neither 0 nor 1"),
+                };
+                let (spec, zone, missed) = (self.bytes16()?, self.bytes16()?, self.bytes16()?);
+                let len = self.u32()? as usize;
+                return Ok(Record::RecurDefine {
+                    name,
+                    version,
+                    paused,
+                    spec,
+                    zone,
+                    missed,
+                    payload: self.bytes(len)?,
+                });
+            }
+            RECUR_STATE => {
+                return Ok(Record::RecurState {
+                    name: self.bytes16()?,
+                    pending: self.u64()?,
+                    slot: self.u32()?,
+                    gen: self.u32()?,
+                    last: self.u64()?,
+                    run: self.u32()?,
+                })
+            }
+            RECUR_REMOVE => {
+                return Ok(Record::RecurRemove {
+                    name: self.bytes16()?,
+                })
+            }
+            _ => {}
         }
         let slot = self.u32()?;
         let gen = self.u32()?;
@@ -303,6 +419,12 @@ impl<'a> Records<'a> {
             REMOVE => Record::Remove { slot, gen },
             _ => return Err("unknown record type"),
         })
+    }
+
+    /// A u16 length and that many bytes.
+    fn bytes16(&mut self) -> Result<&'a [u8], &'static str> {
+        let len = self.u16()? as usize;
+        self.bytes(len)
     }
 
     fn bytes(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
@@ -639,6 +761,24 @@ mod tests {
             Record::Lateness {
                 counts: std::array::from_fn(|i| i as u64 * 1000),
             },
+            Record::RecurDefine {
+                name: b"nightly",
+                version: 3,
+                paused: true,
+                spec: b"0 30 2 * * *",
+                zone: b"Europe/Berlin",
+                missed: b"run-all:5",
+                payload: b"{}",
+            },
+            Record::RecurState {
+                name: b"nightly",
+                pending: 1_774_746_000_000,
+                slot: 12,
+                gen: 3,
+                last: 0,
+                run: 2,
+            },
+            Record::RecurRemove { name: b"nightly" },
         ];
         let mut body = Vec::new();
         for record in &records {

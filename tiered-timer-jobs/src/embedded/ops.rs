@@ -11,8 +11,12 @@
 use std::sync::Arc;
 
 use super::error::StoreError;
-use super::index::{lateness_bucket, Claim, Due, GaveUp, Handed, Index, State, Which, LATENESS};
+use super::index::{
+    lateness_bucket, Claim, Due, GaveUp, Handed, Index, Listed, State, Which, LATENESS,
+};
 use super::store::{QueueLog, Read, ReadReq};
+use crate::data::clock::Clock;
+use crate::data::recurrence::Recurrence;
 use crate::data::stats::Counts;
 
 /// A job a claim took, read back from the log.
@@ -126,8 +130,8 @@ impl QueueLog {
         max_attempts: u32,
     ) -> Result<ClaimOutcome, StoreError> {
         let (claim, reads) = self
-            .change(true, |index, batch, _, now| {
-                let claim = index.claim(batch, now.floor, n, lease_ms, max_attempts);
+            .change(true, |index, batch, log, now| {
+                let claim = index.claim(batch, log, now.floor, n, lease_ms, max_attempts)?;
                 if hand_out_now(index, &claim) {
                     for t in &claim.jobs {
                         batch.handed.push(Handed {
@@ -368,6 +372,58 @@ impl QueueLog {
         Ok(done)
     }
 
+    /// Registers or replaces a recurrence (`recur.lua`): `true` if
+    /// anything changed.
+    pub(crate) async fn recur(
+        &self,
+        name: &str,
+        recurrence: &Recurrence,
+        payload: &[u8],
+    ) -> Result<bool, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, log, now| {
+                let done = index.recur(batch, log, now, name, recurrence, payload)?;
+                Ok((done, Vec::new()))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// Removes a recurrence and its waiting occurrence.
+    pub(crate) async fn unrecur(&self, name: &str) -> Result<bool, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, _, _| {
+                Ok((index.unrecur(batch, name), Vec::new()))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// Pauses or resumes a recurrence.
+    pub(crate) async fn pause_recurrence(
+        &self,
+        name: &str,
+        paused: bool,
+    ) -> Result<bool, StoreError> {
+        let (done, _) = self
+            .change(false, |index, batch, log, now| {
+                let done = index.pause_recurrence(batch, log, now, name, paused)?;
+                Ok((done, Vec::new()))
+            })
+            .await?;
+        Ok(done)
+    }
+
+    /// Every recurrence, with its last occurrence's fate.
+    pub(crate) async fn recurrences(&self) -> Result<Vec<Listed>, StoreError> {
+        let (listed, _) = self
+            .change(false, |index, batch, log, _| {
+                Ok((index.list_recurrences(batch, log)?, Vec::new()))
+            })
+            .await?;
+        Ok(listed)
+    }
+
     /// `inspect_job.lua`: the wall clock's now, and the job if it is
     /// waiting, leased or dead.
     pub(crate) async fn inspect(&self, id: &str) -> Result<(u64, Option<JobRow>), StoreError> {
@@ -477,9 +533,10 @@ fn row(view: &super::index::View, read: Read, at: Option<u64>) -> JobRow {
 pub(crate) async fn open_read_only(
     dir: &std::path::Path,
     name: &str,
+    clock: &Clock,
 ) -> Result<Arc<QueueLog>, StoreError> {
-    let (dir, name) = (dir.to_owned(), name.to_owned());
-    tokio::task::spawn_blocking(move || super::follow::open(&dir, &name))
+    let (dir, name, clock) = (dir.to_owned(), name.to_owned(), clock.clone());
+    tokio::task::spawn_blocking(move || super::follow::open(&dir, &name, clock))
         .await
         .map_err(|e| StoreError::Failed {
             path: std::path::PathBuf::new(),
@@ -500,7 +557,7 @@ pub(crate) async fn repair(
 ) -> Result<(std::path::PathBuf, super::open::LogRepair), StoreError> {
     let (dir, name) = (dir.to_owned(), name.to_owned());
     tokio::task::spawn_blocking(move || {
-        let store = super::store::Store::open(&dir)?;
+        let store = super::store::Store::open(&dir, &Clock::system())?;
         let path = store.log_path(&name);
         Ok((path, store.repair(&name)?))
     })
@@ -518,10 +575,25 @@ pub(crate) async fn repair(
 ///
 /// As [`Store::open`](super::store::Store::open) and
 /// [`Store::queue`](super::store::Store::queue).
+#[cfg(test)]
 pub(crate) async fn open(dir: &std::path::Path, name: &str) -> Result<Arc<QueueLog>, StoreError> {
-    let (dir, name) = (dir.to_owned(), name.to_owned());
+    open_with_clock(dir, name, &Clock::system()).await
+}
+
+/// As [`open`], with the store's clock.
+///
+/// # Errors
+///
+/// As [`open`]; [`StoreError::OtherClock`] if this process has the store
+/// open with another clock.
+pub(crate) async fn open_with_clock(
+    dir: &std::path::Path,
+    name: &str,
+    clock: &Clock,
+) -> Result<Arc<QueueLog>, StoreError> {
+    let (dir, name, clock) = (dir.to_owned(), name.to_owned(), clock.clone());
     let log = tokio::task::spawn_blocking(move || {
-        let store = super::store::Store::open(&dir)?;
+        let store = super::store::Store::open(&dir, &clock)?;
         store.queue(&name)
     })
     .await

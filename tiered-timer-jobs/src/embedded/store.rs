@@ -67,6 +67,7 @@ use super::format::{self, Record, FRAME_HEADER};
 use super::fs::{self as seam, LogFile, Mode};
 use super::index::{Batch, Index, Now, ReadAt, Undo, View};
 use super::open::{create_dir_all, quarantined, repair_log, replay, sync_dir, LogRepair};
+use crate::data::clock::Clock;
 use crate::targets;
 
 /// Compaction waits until the log is at least this long.
@@ -83,6 +84,8 @@ static STORES: LazyLock<Mutex<HashMap<PathBuf, Weak<Store>>>> =
 /// A store directory, locked for this process.
 pub(crate) struct Store {
     dir: PathBuf,
+    /// The clock every queue of the store decides by.
+    clock: Clock,
     /// Locked exclusively while the store is open.
     _lock: LogFile,
     queues: Mutex<HashMap<String, Opened>>,
@@ -111,14 +114,19 @@ impl Store {
     /// # Errors
     ///
     /// [`StoreError::Locked`] if another process has it open;
-    /// [`StoreError::Io`] if the directory cannot be created or locked.
-    pub(crate) fn open(dir: &Path) -> Result<Arc<Store>, StoreError> {
+    /// [`StoreError::OtherClock`] if this process has it open with another
+    /// clock; [`StoreError::Io`] if the directory cannot be created or
+    /// locked.
+    pub(crate) fn open(dir: &Path, clock: &Clock) -> Result<Arc<Store>, StoreError> {
         create_dir_all(dir)
             .map_err(|e| StoreError::io(dir, "creating the job store's directory", e))?;
         let dir = fs::canonicalize(dir)
             .map_err(|e| StoreError::io(dir, "resolving the job store's directory", e))?;
         let mut stores = STORES.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(store) = stores.get(&dir).and_then(Weak::upgrade) {
+            if !store.clock.same(clock) {
+                return Err(StoreError::OtherClock { path: dir });
+            }
             return Ok(store);
         }
         let lock_path = dir.join("LOCK");
@@ -135,6 +143,7 @@ impl Store {
         }
         let store = Arc::new(Store {
             dir: dir.clone(),
+            clock: clock.clone(),
             _lock: lock,
             queues: Mutex::new(HashMap::new()),
         });
@@ -315,6 +324,8 @@ pub(crate) struct Shared {
     /// Whether the driver thread was started (see
     /// [`QueueLog::ensure_driver`]).
     pub(crate) driver: AtomicBool,
+    /// The clock every "now" of the queue is read from.
+    pub(crate) clock: Clock,
 }
 
 /// One queue's log in a store, shared by every handle on the queue in
@@ -380,6 +391,7 @@ impl Shared {
         end: u64,
         index: Index,
         follow: Option<Follow>,
+        clock: Clock,
     ) -> Shared {
         Shared {
             state: Mutex::new(State {
@@ -402,6 +414,7 @@ impl Shared {
             claimable: Notify::new(),
             sooner: Condvar::new(),
             driver: AtomicBool::new(false),
+            clock,
         }
     }
 }
@@ -411,8 +424,15 @@ impl QueueLog {
     /// committer.
     fn open(store: &Arc<Store>, name: &str) -> Result<(Arc<QueueLog>, JoinHandle<()>), StoreError> {
         let path = store.log_path(name);
-        let (file, end, index) = replay(&path, Now::wall())?;
-        let shared = Arc::new(Shared::new(path.clone(), file, end, index, None));
+        let (file, end, index) = replay(&path, Now::of(&store.clock))?;
+        let shared = Arc::new(Shared::new(
+            path.clone(),
+            file,
+            end,
+            index,
+            None,
+            store.clock.clone(),
+        ));
         let committer = {
             let shared = Arc::clone(&shared);
             let store = Arc::clone(store);
@@ -497,7 +517,7 @@ impl QueueLog {
             let undo_before = state.batch.undo.len();
             let frame_before = state.batch.frame.len();
             let handed_before = state.batch.handed.len();
-            let now = Now::wall();
+            let now = Now::of(&self.shared.clock);
             let outcome = change(&mut state.index, &mut state.batch, &reader, now);
             let (value, reads) = match outcome {
                 Ok(done) => done,
@@ -586,7 +606,7 @@ impl QueueLog {
     /// Runs `look` on the index under the lock (reads only).
     pub(crate) fn look<T>(&self, look: impl FnOnce(&mut Index, Now) -> T) -> T {
         let mut state = self.shared.lock();
-        look(&mut state.index, Now::wall())
+        look(&mut state.index, Now::of(&self.shared.clock))
     }
 }
 
@@ -845,17 +865,27 @@ fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
         frame.clear();
         Ok(())
     };
-    let (old_file, lateness) = {
+    let old_file = {
         let state = shared.lock();
         let mut lateness = state.index.lateness();
+        // Recurrences as they are durably: a change not yet written is
+        // taken back by the first undo step that names it.
+        let mut recurring = HashMap::new();
         for step in &state.batch.undo {
-            if let Undo::Lateness(bucket) = step {
-                lateness[*bucket] = lateness[*bucket].saturating_sub(1);
+            match step {
+                Undo::Lateness(bucket) => {
+                    lateness[*bucket] = lateness[*bucket].saturating_sub(1);
+                }
+                Undo::Recurring(name, old) => {
+                    recurring.entry(name.clone()).or_insert_with(|| old.clone());
+                }
+                Undo::Slot(..) => {}
             }
         }
-        (Arc::clone(&state.file), lateness)
+        Record::Lateness { counts: lateness }.encode(&mut frame);
+        state.index.rebuild_recurrences(&recurring, &mut frame);
+        Arc::clone(&state.file)
     };
-    Record::Lateness { counts: lateness }.encode(&mut frame);
     let mut from = 0usize;
     loop {
         // A chunk of durable views: the live ones, with the changes not yet

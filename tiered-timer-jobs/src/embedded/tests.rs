@@ -635,7 +635,9 @@ async fn a_read_only_handle_follows_appends_and_compaction() {
     let later = now_ms() + 3_600_000;
     let log = open(&dir).await;
     log.set_compact_min(32 << 10);
-    let look = ops::open_read_only(dir.path(), "orders").await.unwrap();
+    let look = ops::open_read_only(dir.path(), "orders", &crate::Clock::system())
+        .await
+        .unwrap();
     assert!(look.is_read_only());
     let follow = |look: &Arc<QueueLog>| {
         let look = Arc::clone(look);
@@ -703,7 +705,9 @@ async fn a_read_only_handle_follows_appends_and_compaction() {
 async fn a_read_only_handle_reads_a_log_whose_creation_never_finished_as_empty() {
     let dir = TempDir::new("follow-unstarted");
     std::fs::write(dir.path().join("orders.log"), [0u8; 16]).unwrap();
-    let look = ops::open_read_only(dir.path(), "orders").await.unwrap();
+    let look = ops::open_read_only(dir.path(), "orders", &crate::Clock::system())
+        .await
+        .unwrap();
     let catch_up = |look: &Arc<QueueLog>| {
         let look = Arc::clone(look);
         async move {

@@ -22,13 +22,15 @@ use super::schema;
 use super::sql::Sql;
 use super::wake::{self, Listening, Wake};
 use crate::contract::{
-    AckAndClaim, Backend, Claimed, Failure, GaveUp, Lease, LeaseToken, NewJob, Settings,
+    AckAndClaim, Backend, Claimed, Failure, GaveUp, Lease, LeaseToken, NewJob, NewRecurrence,
+    Settings,
 };
 use crate::data::error::Error;
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::limits::{at_ms, CHUNK_BYTES, CHUNK_JOBS};
 use crate::data::listing::{JobInfo, JobState, JobSummary, Listing, Page, QueueInfo, PREVIEW};
+use crate::data::recurrence::RecurrenceInfo;
 use crate::data::stats::{Counts, DeadLetter, Stats};
 use crate::targets;
 
@@ -56,7 +58,7 @@ pub(crate) struct Shared {
     pub(super) sql: Sql,
     pub(super) name: String,
     pub(super) channel: String,
-    lease_ms: u64,
+    pub(super) lease_ms: u64,
     max_attempts: u32,
     pub(super) timeout: Duration,
     health_check: Duration,
@@ -136,7 +138,20 @@ impl Shared {
                     .fetch_all(&self.pool),
             )
             .await?;
-        ClaimReply::read(&rows, self.lease_ms).map_err(|error| pg(error, self.timeout))
+        let mut reply =
+            ClaimReply::read(&rows, self.lease_ms).map_err(|error| pg(error, self.timeout))?;
+        // A recurrence's occurrence is due: its claim is a transaction of
+        // its own (`recur.rs`). Its failure does not fail the jobs already
+        // leased above; the occurrence stays due for the next claim.
+        if reply.occurrence_due && reply.jobs.len() < max {
+            match self.claim_occurrences(max - reply.jobs.len()).await {
+                Ok(more) => reply.jobs.extend(more),
+                Err(error) => {
+                    tracing::warn!(target: targets::POSTGRES, queue = %self.name, %error, "could not claim a recurrence's occurrence; the next claim tries again");
+                }
+            }
+        }
+        Ok(reply)
     }
 
     /// Hands a job back under its lease: due now, the attempt not
@@ -162,6 +177,9 @@ struct ClaimReply {
     next_ms: Option<u64>,
     buried: Vec<String>,
     jobs: Vec<Claimed>,
+    /// A recurrence's waiting occurrence is due (the statement passed it
+    /// over).
+    occurrence_due: bool,
 }
 
 impl ClaimReply {
@@ -173,6 +191,7 @@ impl ClaimReply {
         let now_ms = unsigned(first.try_get(0)?);
         let next_ms = first.try_get::<Option<i64>, _>(1)?.map(unsigned);
         let buried: Vec<String> = first.try_get(2)?;
+        let occurrence_due: bool = first.try_get(9)?;
         let mut jobs = Vec::with_capacity(rows.len());
         for row in rows {
             let Some(id) = row.try_get::<Option<String>, _>(3)? else {
@@ -196,6 +215,7 @@ impl ClaimReply {
             next_ms,
             buried,
             jobs,
+            occurrence_due,
         })
     }
 }
@@ -604,6 +624,22 @@ impl Backend for PostgresBackend {
 
     async fn promote(&self, id: &JobId) -> Result<bool, Error> {
         self.by_id(&self.shared.sql.promote, id, true).await
+    }
+
+    async fn recur(&self, recurrence: NewRecurrence) -> Result<bool, Error> {
+        self.recur_one(recurrence).await
+    }
+
+    async fn unrecur(&self, name: &str) -> Result<bool, Error> {
+        self.unrecur_one(name).await
+    }
+
+    async fn pause_recurrence(&self, name: &str, paused: bool) -> Result<bool, Error> {
+        self.pause_one(name, paused).await
+    }
+
+    async fn recurrences(&self) -> Result<Vec<RecurrenceInfo>, Error> {
+        self.list_recurrences().await
     }
 }
 

@@ -9,10 +9,13 @@
 //!   database's `clock_timestamp()`;
 //! * `backend.rs`: the backend contract on them;
 //! * `wake.rs`: when a handle claims next, and its LISTEN connection;
+//! * `recur.rs`: recurring jobs, their occurrences claimed in a
+//!   transaction that schedules the next;
 //! * `within.rs`: the calls that run in the caller's transaction
 //!   (`Queue::within`, `Job::ack_within`).
 
 mod backend;
+mod recur;
 mod schema;
 mod sql;
 mod wake;

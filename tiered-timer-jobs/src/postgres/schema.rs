@@ -19,6 +19,10 @@
 //! * `lateness`: how late claims were, per queue and bucket, spread over
 //!   16 slots (a connection's slot is its backend pid mod 16) so that
 //!   concurrent claims do not queue on one row.
+//! * `recurrences` (version 2): one row per recurring job, keyed by
+//!   `(queue, name)`: its definition, its waiting occurrence (a job whose
+//!   `chain` column is set), its last delivered one and its run of
+//!   missed ones (see `recur.rs`).
 //! * `schema_version`: the last migration applied.
 //!
 //! Later additions (attempt history, a lease holder, per-minute
@@ -87,6 +91,29 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (queue, slot, bucket)
     );
     CREATE SEQUENCE {s}.tokens;",
+    // 2: recurring jobs (`recur.rs`). A recurrence's waiting occurrence
+    // is a job marked `chain`, which plain claims pass over: the claim of
+    // an occurrence is a transaction that also schedules the next one.
+    // Adding a column without a default rewrites nothing; the partial
+    // index holds only the waiting occurrences (one per recurrence).
+    "ALTER TABLE {s}.jobs ADD COLUMN chain boolean;
+    CREATE INDEX jobs_chained ON {s}.jobs (queue, at_ms) WHERE chain;
+    CREATE TABLE {s}.recurrences (
+        queue text NOT NULL,
+        name text NOT NULL,
+        version integer NOT NULL,
+        spec text NOT NULL,
+        zone text NOT NULL,
+        missed text NOT NULL,
+        payload bytea NOT NULL,
+        paused boolean NOT NULL DEFAULT false,
+        pending_id text,
+        pending_ms bigint,
+        last_id text,
+        last_ms bigint,
+        run integer NOT NULL DEFAULT 0,
+        PRIMARY KEY (queue, name)
+    );",
 ];
 
 /// The schema version this build writes and reads.

@@ -25,6 +25,9 @@ fn after(d: &str) -> String {
 /// Every statement, for one schema.
 #[derive(Debug)]
 pub(crate) struct Sql {
+    /// The schema's (checked) name, for the statements built elsewhere
+    /// (`recur.rs`).
+    pub(crate) schema: String,
     pub(crate) schedule: String,
     pub(crate) schedule_many: String,
     pub(crate) cancel: String,
@@ -65,6 +68,7 @@ impl Sql {
     pub(crate) fn new(s: &str) -> Sql {
         let jobs = format!("{s}.jobs");
         Sql {
+            schema: s.to_owned(),
             // $1 queue, $2 id, $3 delay?, $4 delay or time (ms), $5
             // payload, $6 channel. A dead letter of the same id is
             // replaced; a waiting or leased one is left alone (no row).
@@ -103,7 +107,12 @@ impl Sql {
                      WHERE m IS NOT NULL)::text"
             ),
             // $1 queue, $2 id.
-            cancel: format!("DELETE FROM {jobs} WHERE queue = $1 AND id = $2 AND state = 0"),
+            // A recurrence's waiting occurrence (`chain`) is not
+            // cancelled alone: its chain would stop (`unrecur` removes it).
+            cancel: format!(
+                "DELETE FROM {jobs} WHERE queue = $1 AND id = $2 AND state = 0
+                   AND chain IS NOT TRUE"
+            ),
             claim: claim(&jobs, s),
             // $1 queue, $2 id, $3 token. Fenced by the token alone (as on
             // Redis): an ack after the lease ran out still lands if
@@ -278,10 +287,15 @@ impl Sql {
 /// same however many workers claim. Each job gets attempt + 1, a fresh
 /// token from the sequence, and a lease from the database's now.
 ///
+/// Recurrences' waiting occurrences (`chain`) are passed over: their
+/// claim is a transaction that also schedules the next occurrence
+/// (`recur.rs`), run after this statement when its last column says one
+/// is due (a lookup in the small partial index `jobs_chained`).
+///
 /// Returns one row per job claimed (one row with NULLs if none), each
 /// with now, the next event left (the earliest waiting job or lease
-/// expiry not taken by this claim: when to claim again) and the ids
-/// moved to the dead letters.
+/// expiry not taken by this claim: when to claim again), the ids
+/// moved to the dead letters, and whether an occurrence is due.
 fn claim(jobs: &str, s: &str) -> String {
     let bounds = bounds();
     format!(
@@ -293,6 +307,7 @@ fn claim(jobs: &str, s: &str) -> String {
          due AS MATERIALIZED (
            SELECT id FROM {jobs}
            WHERE queue = $1 AND state = 0 AND at_ms <= (SELECT now FROM t)
+             AND chain IS NOT TRUE
            ORDER BY at_ms
            LIMIT greatest(0, $2 - (SELECT count(*) FROM expired WHERE attempts < $4))
            FOR UPDATE SKIP LOCKED),
@@ -326,7 +341,9 @@ fn claim(jobs: &str, s: &str) -> String {
                 AND id <> ALL (ARRAY(SELECT id FROM expired))),
              (SELECT min(at_ms) FROM claimed)),
            ARRAY(SELECT id FROM buried),
-           c.id, c.payload, c.deadline_ms, c.attempts, c.token, c.expired
+           c.id, c.payload, c.deadline_ms, c.attempts, c.token, c.expired,
+           EXISTS (SELECT 1 FROM {jobs} WHERE queue = $1 AND chain AND state = 0
+             AND at_ms <= (SELECT now FROM t))
          FROM t LEFT JOIN claimed AS c ON true
          ORDER BY c.expired DESC, c.deadline_ms, c.id"
     )

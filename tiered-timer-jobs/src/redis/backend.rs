@@ -19,13 +19,15 @@ use super::reply::{arg, not_redis, token_text};
 use super::scripts;
 use super::wake::{self, Setup, Shared};
 use crate::contract::{
-    AckAndClaim, Backend, Claimed, Failure, GaveUp, Lease, LeaseToken, NewJob, Settings,
+    AckAndClaim, Backend, Claimed, Failure, GaveUp, Lease, LeaseToken, NewJob, NewRecurrence,
+    Settings,
 };
 use crate::data::error::Error;
 use crate::data::id::{random_id, JobId};
 use crate::data::lateness::Lateness;
 use crate::data::limits::{CHUNK_BYTES, CHUNK_JOBS};
 use crate::data::listing::{JobInfo, Listing, Page, QueueInfo};
+use crate::data::recurrence::RecurrenceInfo;
 use crate::data::stats::{DeadLetter, Stats};
 use crate::targets;
 
@@ -409,5 +411,23 @@ impl Backend for RedisBackend {
 
     async fn promote(&self, id: &JobId) -> Result<bool, Error> {
         self.on_job(&scripts::PROMOTE_SCRIPT, id).await
+    }
+
+    async fn recur(&self, recurrence: NewRecurrence) -> Result<bool, Error> {
+        let changed = self.recur_one(recurrence).await?;
+        self.register().await;
+        Ok(changed)
+    }
+
+    async fn unrecur(&self, name: &str) -> Result<bool, Error> {
+        self.unrecur_one(name).await
+    }
+
+    async fn pause_recurrence(&self, name: &str, paused: bool) -> Result<bool, Error> {
+        self.pause_one(name, paused).await
+    }
+
+    async fn recurrences(&self) -> Result<Vec<RecurrenceInfo>, Error> {
+        self.list_recurrences().await
     }
 }

@@ -16,6 +16,12 @@
 //! | `ttr:T:dead` | sorted set | dead letters, scored by when they died |
 //! | `ttr:T:marker` | sorted set | wake-up batons, each named and scored by the time its holder is to claim (usually one; see `src/redis/wake/`) |
 //! | `ttr:T:lateness` | string (`BITFIELD`) | how late claims were: one saturating `u32` counter per bucket of [`LATENESS_BOUNDS_MS`], written with one `BITFIELD` per claim batch (see `src/redis/lua/record_lateness.lua`) |
+//! | `ttr:T:recur` | hash | the partition's recurrences: per recurrence `d<name>` its definition, `p<name>` its payload, `s<name>` where its chain is, `t<name>` its next occurrences, computed by clients (see `src/redis/lua/recur_lib.lua`) |
+//!
+//! A recurrence lives in the partition of its name, and so do its
+//! occurrences, whose ids (`name@2026-03-29T01:00:00Z`) are placed by the
+//! name they start with ([`partition_of`]): the claim of one schedules the
+//! next in the same script.
 //!
 //! A waiting job is one timeline member and one `p` field, nothing more
 //! (memory per pending job). `m` holds the time of the baton that is the
@@ -29,15 +35,18 @@
 //! |---|---|---|
 //! | [`QUEUES`] (`ttr:queues`) | hash | queue name → its partition count, recorded by the queue's first connect (every later handle adopts it, or must ask for the same count), so that `ttr` and its dashboard find every queue and how it is partitioned |
 
+use crate::data::recurrence::parse_occurrence_id;
+
 /// The registry of queues: name → partition count (see the module docs).
 pub(crate) const QUEUES: &str = "ttr:queues";
 
 /// The keys of one partition, in the order the scripts expect them
-/// (`KEYS[1]` .. `KEYS[5]`; the fifth, the lateness histogram, is for the
-/// claim script's `record_lateness`).
+/// (`KEYS[1]` .. `KEYS[6]`; the fifth, the lateness histogram, is for the
+/// claim script's `record_lateness`; the sixth, the recurrences, for the
+/// claim's, cancel's and the recurrence scripts).
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    pub(crate) ordered: [String; 5],
+    pub(crate) ordered: [String; 6],
 }
 
 impl Keys {
@@ -56,6 +65,7 @@ impl Keys {
                 key("dead"),
                 key("marker"),
                 key("lateness"),
+                key("recur"),
             ],
         }
     }
@@ -83,6 +93,11 @@ impl Keys {
     /// The lateness histogram (`KEYS[5]`).
     pub(crate) fn lateness(&self) -> &str {
         &self.ordered[4]
+    }
+
+    /// The recurrences' hash (`KEYS[6]`).
+    pub(crate) fn recur(&self) -> &str {
+        &self.ordered[5]
     }
 }
 
@@ -115,10 +130,21 @@ pub(crate) fn slot_of(key: &str) -> u16 {
 }
 
 /// The partition of a job id: FNV-1a (stable across processes, versions
-/// and platforms, unlike std's hasher) modulo the partition count.
+/// and platforms, unlike std's hasher) modulo the partition count. A
+/// recurrence's occurrence is placed by the recurrence's name, as the
+/// recurrence itself ([`partition_of_name`]).
 pub(crate) fn partition_of(id: &str, partitions: u32) -> u32 {
+    match parse_occurrence_id(id) {
+        Some((name, _)) => partition_of_name(name, partitions),
+        None => partition_of_name(id, partitions),
+    }
+}
+
+/// FNV-1a of `name` modulo the partition count: a plain job's partition
+/// by its id, a recurrence's by its name.
+pub(crate) fn partition_of_name(name: &str, partitions: u32) -> u32 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in id.as_bytes() {
+    for byte in name.as_bytes() {
         hash ^= u64::from(*byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
@@ -143,6 +169,7 @@ mod tests {
         let b = Keys::new("orders", 3, 4);
         assert!(a.timeline().starts_with("ttr:{orders#0}:"));
         assert!(b.marker().starts_with("ttr:{orders#3}:"));
+        assert_eq!(b.recur(), "ttr:{orders#3}:recur");
     }
 
     #[test]
@@ -169,5 +196,20 @@ mod tests {
             seen[partition_of(&format!("job-{i}"), 4) as usize] += 1;
         }
         assert!(seen.iter().all(|&n| n > 800), "{seen:?}");
+    }
+
+    #[test]
+    fn occurrences_live_with_their_recurrence() {
+        for n in [2, 8, 1024] {
+            let home = partition_of_name("nightly", n);
+            for at in ["2026-03-29T01:00:00Z", "2031-12-31T23:59:59.999Z"] {
+                assert_eq!(partition_of(&format!("nightly@{at}"), n), home);
+            }
+        }
+        // Ids that only look alike are plain jobs.
+        assert_eq!(
+            partition_of("user@example.com", 8),
+            partition_of_name("user@example.com", 8)
+        );
     }
 }

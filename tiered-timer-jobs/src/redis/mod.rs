@@ -5,14 +5,16 @@
 //! wait for replicas: `replication.rs`); waiting
 //! for due jobs is the waker's (`wake/`). The operator's calls are in
 //! `operator.rs`, the registry of queues and their discovery in
-//! `registry.rs`, replies and arguments in `reply.rs`.
+//! `registry.rs`, recurrences in `recur.rs` (the claimer's part in `duties.rs`), replies and arguments in `reply.rs`.
 
 mod backend;
 mod cluster;
 mod conn;
+mod duties;
 mod keys;
 mod node;
 mod operator;
+mod recur;
 mod registry;
 mod replication;
 mod reply;

@@ -54,6 +54,11 @@ const RESCHEDULE: &str = include_str!("lua/reschedule.lua");
 const FENCE: &str = include_str!("lua/fence.lua");
 /// `revive(id)` and `arm_now()`, for requeue and requeue-all.
 const REVIVE: &str = include_str!("lua/revive.lua");
+/// Recurrences' records and `put_occurrence` (after [`CHAIN`]).
+const RECUR_LIB: &str = include_str!("lua/recur_lib.lua");
+/// `recur_claimed`, the claim's move of a recurrence's chain (after
+/// [`RECUR_LIB`]).
+const RECUR_CLAIM: &str = include_str!("lua/recur_claim.lua");
 
 fn assemble(parts: &[&str]) -> Script {
     Script::new(&parts.concat())
@@ -79,6 +84,8 @@ pub(crate) static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
         CHAIN,
         BURY,
         RECORD_LATENESS,
+        RECUR_LIB,
+        RECUR_CLAIM,
         include_str!("lua/claim.lua"),
     ])
 });
@@ -165,6 +172,39 @@ pub(crate) static LIST_JOBS_SCRIPT: LazyLock<Script> =
 pub(crate) static PROMOTE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, include_str!("lua/promote.lua")]));
 
+/// Registers, replaces, pauses, resumes or removes a recurrence
+/// (`recur.lua`).
+pub(crate) static RECUR_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        CHAIN,
+        RECUR_LIB,
+        include_str!("lua/recur.lua"),
+    ])
+});
+/// A claimer's answer to a recurrence's duty: more occurrences, or what
+/// follows an occurrence the times could not decide (`recur_refill.lua`).
+pub(crate) static RECUR_REFILL_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        CHAIN,
+        RECUR_LIB,
+        include_str!("lua/recur_refill.lua"),
+    ])
+});
+/// Every recurrence of a partition (`recurrences.lua`).
+pub(crate) static RECURRENCES_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        CHAIN,
+        RECUR_LIB,
+        include_str!("lua/recurrences.lua"),
+    ])
+});
+
 /// Records a queue's partition count if none is recorded yet; returns the
 /// recorded count (`record_partitions.lua`; no prelude: it needs neither
 /// the time nor a partition's keys).
@@ -182,9 +222,15 @@ pub(crate) fn durability(script: &Script) -> Durability {
         &DEAD_LIST_SCRIPT,
         &INSPECT_JOB_SCRIPT,
         &LIST_JOBS_SCRIPT,
+        &RECURRENCES_SCRIPT,
     ]) {
         Durability::Read
-    } else if is(&[&CLAIM_SCRIPT, &EXTEND_SCRIPT, &RELEASE_SCRIPT]) {
+    } else if is(&[
+        &CLAIM_SCRIPT,
+        &EXTEND_SCRIPT,
+        &RELEASE_SCRIPT,
+        &RECUR_REFILL_SCRIPT,
+    ]) {
         Durability::BestEffort
     } else {
         Durability::Required
@@ -202,10 +248,18 @@ mod tests {
             &*DEAD_LIST_SCRIPT,
             &*INSPECT_JOB_SCRIPT,
             &*LIST_JOBS_SCRIPT,
+            &*RECURRENCES_SCRIPT,
         ] {
             assert_eq!(durability(read), Durability::Read);
         }
-        for best_effort in [&*CLAIM_SCRIPT, &*EXTEND_SCRIPT, &*RELEASE_SCRIPT] {
+        // A lost refill is asked for again by the next claim (its duty
+        // rides on the occurrence's job).
+        for best_effort in [
+            &*CLAIM_SCRIPT,
+            &*EXTEND_SCRIPT,
+            &*RELEASE_SCRIPT,
+            &*RECUR_REFILL_SCRIPT,
+        ] {
             assert_eq!(durability(best_effort), Durability::BestEffort);
         }
         // What a caller is promised.
@@ -221,6 +275,7 @@ mod tests {
             &*REQUEUE_ALL_SCRIPT,
             &*PURGE_SCRIPT,
             &*PURGE_ALL_SCRIPT,
+            &*RECUR_SCRIPT,
         ] {
             assert_eq!(durability(required), Durability::Required);
         }

@@ -3,7 +3,11 @@
 //! lease's token, and the moves they share (back to waiting, to the dead
 //! letters).
 
-use super::{lateness_bucket, Batch, Claim, GaveUp, Index, Lease, Now, Record, State, Taken, Undo};
+use std::io;
+
+use super::{
+    lateness_bucket, Batch, Claim, GaveUp, Index, Lease, Now, ReadAt, Record, State, Taken, Undo,
+};
 
 impl Index {
     /// Makes a job wait until `due` with `attempts` (retry, release,
@@ -85,15 +89,19 @@ impl Index {
 
     /// Claims up to `n` jobs (`claim.lua`): leases that ran out first (a
     /// job on its last attempt goes to the dead letters instead), then the
-    /// earliest due; each leased for `lease` ms with a fresh token.
+    /// earliest due; each leased for `lease` ms with a fresh token. A
+    /// recurrence's waiting occurrence moves its chain on as it is taken
+    /// (`recur.rs`), in the same batch; one its policy skips is removed
+    /// instead.
     pub(crate) fn claim(
         &mut self,
         batch: &mut Batch,
+        log: &dyn ReadAt,
         now: u64,
         n: usize,
         lease: u64,
         max_attempts: u32,
-    ) -> Claim {
+    ) -> io::Result<Claim> {
         self.advance(now);
         let mut claim = Claim {
             now,
@@ -118,11 +126,16 @@ impl Index {
             let Some(&(_, slot)) = self.ready.first() else {
                 break;
             };
+            if !self.occurrence_claimed(batch, log, slot, now)? {
+                continue; // skipped (and removed): its next one is scheduled
+            }
             let taken = self.lease(batch, slot, now, lease, false);
             claim.jobs.push(taken);
         }
+        // A next occurrence due already (a catch-up) is claimable at once.
+        self.advance(now);
         claim.left = self.claimable();
-        claim
+        Ok(claim)
     }
 
     /// Leases one job to a new token.

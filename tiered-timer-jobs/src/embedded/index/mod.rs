@@ -32,7 +32,7 @@
 //! about 9 bytes of the id table, besides nothing else.
 
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasher;
 use std::io;
 
@@ -42,10 +42,14 @@ use tiered_timer::wheel_core::{Polled, Wheel};
 pub(crate) use super::format::LATENESS_BUCKETS as LATENESS;
 use super::format::{Record, FRAME_HEADER, LATENESS_BUCKETS, NEW_ID_AT};
 pub(crate) use crate::contract::{Due, GaveUp};
+use crate::data::clock::Clock;
 use crate::data::lateness::LATENESS_BOUNDS_MS;
+pub(crate) use recurring::{Listed, Recurring};
 
 mod delivery;
 mod operator;
+mod recur;
+mod recurring;
 mod replay;
 mod schedule;
 #[cfg(test)]
@@ -141,9 +145,11 @@ pub(crate) struct Now {
 }
 
 impl Now {
-    /// The system clock's now.
-    pub(crate) fn wall() -> Now {
-        let since = std::time::SystemTime::now()
+    /// The store's clock's now (the system's wall clock unless a test
+    /// gave a manual one).
+    pub(crate) fn of(clock: &Clock) -> Now {
+        let since = clock
+            .now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let floor = since.as_millis() as u64;
@@ -152,12 +158,13 @@ impl Now {
     }
 }
 
-/// One undo step: the view a slot had before a change, or a lateness
-/// sample to take back.
+/// One undo step: the view a slot had before a change, a lateness
+/// sample to take back, or what a recurrence was before a change.
 #[derive(Debug)]
 pub(crate) enum Undo {
     Slot(u32, View),
     Lateness(usize),
+    Recurring(Box<str>, Option<Recurring>),
 }
 
 /// A job a claim handed to its worker before the claim's frame was on
@@ -282,6 +289,10 @@ pub(crate) struct Index {
     /// Bytes of the log that live jobs need (their `New` records and a
     /// little for the rest), for compaction's garbage share.
     live_bytes: u64,
+    /// Recurrences, by name (`recur.rs`).
+    recurring: BTreeMap<Box<str>, Recurring>,
+    /// The slots of recurrences' waiting occurrences, and whose.
+    pending_slots: HashMap<u32, Box<str>>,
     /// The wall clock when the store was opened (ms): a job due by then
     /// may have been handed out by a process that died before its claim
     /// was on disk, so its claims wait for their frame (see `store.rs`).
@@ -327,6 +338,8 @@ impl Index {
             waiting: 0,
             next_token: ORPHAN + 1,
             live_bytes: 0,
+            recurring: BTreeMap::new(),
+            pending_slots: HashMap::new(),
             opened_at: now,
         }
     }
@@ -522,6 +535,7 @@ impl Index {
                 Undo::Lateness(bucket) => {
                     self.lateness[bucket] = self.lateness[bucket].saturating_sub(1)
                 }
+                Undo::Recurring(name, old) => self.set_recurring(&name, old),
             }
         }
     }

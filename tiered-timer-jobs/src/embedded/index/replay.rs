@@ -17,6 +17,7 @@ impl Index {
             .rev()
             .filter(|&s| self.slots[s as usize].state == State::Free)
             .collect();
+        self.check_recurrences();
     }
 
     /// Moves every live slot's data offset with `map` (compaction).
@@ -124,6 +125,9 @@ impl Index {
                 for (mine, theirs) in self.lateness.iter_mut().zip(counts) {
                     *mine += theirs;
                 }
+            }
+            Record::RecurDefine { .. } | Record::RecurState { .. } | Record::RecurRemove { .. } => {
+                self.apply_recurrence(record)?;
             }
         }
         Ok(())

@@ -121,8 +121,8 @@ impl Index {
         }
     }
 
-    /// A new waiting job, in a free slot.
-    pub(super) fn add(&mut self, batch: &mut Batch, id: &[u8], due: u64, payload: &[u8]) {
+    /// A new waiting job, in a free slot; returns the slot.
+    pub(super) fn add(&mut self, batch: &mut Batch, id: &[u8], due: u64, payload: &[u8]) -> u32 {
         let slot = match self.free.last() {
             Some(&slot) => slot,
             None => self.slots.len() as u32,
@@ -143,6 +143,7 @@ impl Index {
         .encode(&mut batch.frame);
         let view = self.new_waiting(id, data, due, gen, payload.len());
         self.change(batch, slot, view);
+        slot
     }
 
     /// Removes a job for good (ack, cancel, purge).
@@ -161,13 +162,18 @@ impl Index {
     }
 
     /// Cancels a waiting job (`cancel.lua`): `true` if it was waiting.
+    /// A recurrence's waiting occurrence is not cancelled (its chain would
+    /// stop): pause or remove the recurrence instead.
     pub(crate) fn cancel(
         &mut self,
         batch: &mut Batch,
         log: &dyn ReadAt,
         id: &[u8],
     ) -> io::Result<bool> {
-        self.remove_if(batch, log, id, State::Waiting)
+        match self.find(id, batch, log)? {
+            Some(slot) if self.is_pending_occurrence(slot) => Ok(false),
+            _ => self.remove_if(batch, log, id, State::Waiting),
+        }
     }
 
     /// Removes job `id` for good if it is in `state`: `true` if it was.

@@ -122,7 +122,16 @@ fn random_op(
                 .unwrap();
         }
         4 => {
-            let claim = index.claim(batch, now, 1 + rng.below(3) as usize, 1 + rng.below(40), 3);
+            let claim = index
+                .claim(
+                    batch,
+                    log,
+                    now,
+                    1 + rng.below(3) as usize,
+                    1 + rng.below(40),
+                    3,
+                )
+                .unwrap();
             for t in claim.jobs {
                 let s = index.slots[t.slot as usize];
                 let id = log

@@ -139,6 +139,11 @@ for j = 1, taken do
   deliveries[count] = {due_ids[j], parse_lease(got[2 * j]) + 1, due_at[j], got[2 * j + 1] or '', 0}
 end
 
+-- A recurrence's waiting occurrence moves its chain on (recur_claim.lua).
+local occurrence_due
+count, occurrence_due = recur_claimed(deliveries, count)
+if occurrence_due and (not next_due or occurrence_due < next_due) then next_due = occurrence_due end
+
 local expiry = now + lease
 local leased = fmt(LEASED + expiry)
 local scored, fields, late = {}, {}, {}

@@ -2,6 +2,8 @@
 -- the helpers every script shares (kept small: it runs on every call).
 local K_TIMELINE, K_JOB, K_DEAD, K_MARKER = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LATENESS = KEYS[5]
+-- The partition's recurrences (see recur.lua).
+local K_RECUR = KEYS[6]
 
 -- A leased job sits in the timeline at LEASED + its lease expiry (ms), a
 -- waiting job at its due time: scores below LEASED are waiting jobs, and

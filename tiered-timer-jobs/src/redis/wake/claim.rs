@@ -400,6 +400,8 @@ pub(super) async fn claim(
             claimed_ms: u64::try_from(now_ms).unwrap_or(0),
         });
     }
+    // Occurrences of recurrences carry a line for this claimer first.
+    let jobs = crate::redis::duties::fulfil_duties(&setup.conn, keys, &setup.name, jobs).await;
     Ok(Outcome {
         now_ms: u64::try_from(now_ms).unwrap_or(0),
         left: u64::try_from(left).unwrap_or(0),
