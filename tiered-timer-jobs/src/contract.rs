@@ -36,6 +36,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use crate::data::error::Error;
+use crate::data::history::Throughput;
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::limits::{millis_up, MAX_DEADLINE_MS, MAX_SPAN_MS};
@@ -62,6 +63,8 @@ pub(crate) struct Settings {
     /// `None`: the count recorded for the queue (1 for a new one).
     pub(crate) partitions: Option<u32>,
     pub(crate) cluster: bool,
+    /// Who this handle's claims are recorded as held by (checked).
+    pub(crate) holder: String,
 }
 
 impl Settings {
@@ -392,6 +395,10 @@ pub(crate) trait Backend: Sized + Send + Sync + 'static {
     /// How late claims were.
     async fn lateness(&self) -> Result<Lateness, Error>;
 
+    /// Jobs processed and failed per minute, from the minute holding
+    /// `since_ms` (or the oldest kept) to now.
+    async fn throughput(&self, since_ms: u64) -> Result<Throughput, Error>;
+
     /// Up to `limit` (at least 1) dead letters, newest death first.
     async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, Error>;
 
@@ -473,6 +480,7 @@ mod tests {
             read_only: false,
             partitions: Some(1),
             cluster: false,
+            holder: "h".to_owned(),
         };
         assert!(none.check(&settings, "b").is_ok());
         let with = |change: fn(&mut Settings)| {

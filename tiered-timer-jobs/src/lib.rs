@@ -280,6 +280,9 @@ mod targets;
 
 pub use crate::api::{find_queues, repair, Builder, Fate, Job, Queue};
 pub use crate::data::error::Error;
+pub use crate::data::history::{
+    Attempt, Minute, Outcome, Throughput, ERROR_KEPT, HISTORY_LEN, MAX_HOLDER, THROUGHPUT_MINUTES,
+};
 pub use crate::data::id::JobId;
 pub use crate::data::lateness::Lateness;
 pub use crate::data::listing::{

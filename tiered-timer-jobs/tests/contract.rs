@@ -972,8 +972,9 @@ mod layout {
         support::stored_fields(server, "orders", id.as_str())
     }
 
-    // Memory per pending job: a waiting job is its due score and its payload;
-    // the attempt count and the deadline are written at the first delivery,
+    // Memory per pending job: a waiting job is its due score, its payload
+    // and its creation time; the attempt count, the deadline, the claim time
+    // and the holder are written at the first delivery,
     // and the deadline a worker sees is the one scheduled, through a release
     // and a redelivery after a lost lease.
     #[tokio::test]
@@ -986,6 +987,7 @@ mod layout {
             .await
             .unwrap();
         assert_eq!(stored(&server, &id).await, [true, false, false]);
+        assert!(support::stored_created(&server, "orders", id.as_str()));
         let scheduled = score(&server, "due", &id).await.unwrap();
 
         let job = queue.next().await.unwrap();
@@ -1003,6 +1005,7 @@ mod layout {
         assert_eq!((job.attempt(), deadline_ms(&job)), (2, scheduled));
         job.ack().await.unwrap();
         assert_eq!(stored(&server, &id).await, [false, false, false]);
+        assert!(!support::stored_created(&server, "orders", id.as_str()));
     }
 
     // The same layout after a retry (the attempt count stays: it is the

@@ -845,7 +845,7 @@ fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
         frame.clear();
         Ok(())
     };
-    let (old_file, lateness) = {
+    let (old_file, lateness, throughput) = {
         let state = shared.lock();
         let mut lateness = state.index.lateness();
         for step in &state.batch.undo {
@@ -853,9 +853,12 @@ fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
                 lateness[*bucket] = lateness[*bucket].saturating_sub(1);
             }
         }
-        (Arc::clone(&state.file), lateness)
+        let throughput = state.index.durable_throughput(&state.batch.undo);
+        (Arc::clone(&state.file), lateness, throughput)
     };
     Record::Lateness { counts: lateness }.encode(&mut frame);
+    let minutes = format::encode_throughput(throughput);
+    Record::Throughput { minutes: &minutes }.encode(&mut frame);
     let mut from = 0usize;
     loop {
         // A chunk of durable views: the live ones, with the changes not yet

@@ -3,17 +3,26 @@
 //! lease's token, and the moves they share (back to waiting, to the dead
 //! letters).
 
+use std::sync::Arc;
+
+use super::super::format::Why;
+use super::history::outcome_of_wait;
 use super::{lateness_bucket, Batch, Claim, GaveUp, Index, Lease, Now, Record, State, Taken, Undo};
+use crate::data::history::Outcome;
 
 impl Index {
     /// Makes a job wait until `due` with `attempts` (retry, release,
-    /// promote, requeue); `error`: its new last error, if it changes.
+    /// promote, requeue) at `now`, ending its attempt as `why` says if it
+    /// was leased; `error`: its new last error, if it changes.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn wait(
         &mut self,
         batch: &mut Batch,
         slot: u32,
+        now: u64,
         due: u64,
         attempts: u32,
+        why: Why,
         error: Option<Option<Box<str>>>,
     ) {
         let mut view = self.view(slot);
@@ -31,8 +40,18 @@ impl Index {
             gen: view.slot.gen,
             due,
             attempts,
+            at: now,
+            why,
         }
         .encode(&mut batch.frame);
+        if let Some(outcome) = outcome_of_wait(why) {
+            let error = match why {
+                Why::Failed => view.error.clone(),
+                _ => None,
+            };
+            let error = error.as_deref().map(str::as_bytes);
+            self.end_attempt(Some(batch), &mut view, outcome, Some(now), error);
+        }
         view.slot.state = State::Waiting;
         view.slot.due = due;
         view.slot.attempts = attempts;
@@ -68,6 +87,9 @@ impl Index {
             attempts,
         }
         .encode(&mut batch.frame);
+        let error = view.error.clone();
+        let error = error.as_deref().map(str::as_bytes);
+        self.end_attempt(Some(batch), &mut view, Outcome::Buried, Some(now), error);
         view.slot.state = State::Dead;
         view.slot.attempts = attempts;
         view.lease = None;
@@ -86,6 +108,7 @@ impl Index {
     /// Claims up to `n` jobs (`claim.lua`): leases that ran out first (a
     /// job on its last attempt goes to the dead letters instead), then the
     /// earliest due; each leased for `lease` ms with a fresh token.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn claim(
         &mut self,
         batch: &mut Batch,
@@ -93,6 +116,7 @@ impl Index {
         n: usize,
         lease: u64,
         max_attempts: u32,
+        holder: &Arc<str>,
     ) -> Claim {
         self.advance(now);
         let mut claim = Claim {
@@ -110,7 +134,7 @@ impl Index {
                 self.bury(batch, slot, now, s.attempts, Some(reason));
                 claim.buried.push((slot, s.gen));
             } else {
-                let taken = self.lease(batch, slot, now, lease, true);
+                let taken = self.lease(batch, slot, now, lease, true, holder);
                 claim.jobs.push(taken);
             }
         }
@@ -118,14 +142,15 @@ impl Index {
             let Some(&(_, slot)) = self.ready.first() else {
                 break;
             };
-            let taken = self.lease(batch, slot, now, lease, false);
+            let taken = self.lease(batch, slot, now, lease, false, holder);
             claim.jobs.push(taken);
         }
         claim.left = self.claimable();
         claim
     }
 
-    /// Leases one job to a new token.
+    /// Leases one job to a new token for `holder` (a lease that ran out
+    /// ends its attempt).
     fn lease(
         &mut self,
         batch: &mut Batch,
@@ -133,6 +158,7 @@ impl Index {
         now: u64,
         lease: u64,
         redelivery: bool,
+        holder: &Arc<str>,
     ) -> Taken {
         let mut view = self.view(slot);
         let attempt = view.slot.attempts + 1;
@@ -142,8 +168,16 @@ impl Index {
             attempts: attempt,
             at: now,
             redelivery,
+            holder: holder.as_bytes(),
         }
         .encode(&mut batch.frame);
+        self.end_attempt(
+            Some(batch),
+            &mut view,
+            Outcome::LeaseExpired,
+            Some(now),
+            None,
+        );
         if !redelivery {
             let bucket = lateness_bucket(now.saturating_sub(view.slot.due));
             self.lateness[bucket] += 1;
@@ -156,6 +190,8 @@ impl Index {
         view.lease = Some(Lease {
             token,
             expiry: now + lease,
+            claimed: now,
+            holder: Some(Arc::clone(holder)),
         });
         let (gen, deadline) = (view.slot.gen, view.slot.due);
         self.change(batch, slot, view);
@@ -183,15 +219,17 @@ impl Index {
     }
 
     /// Acks a job (`ack.lua`): removes it if `token` still holds it, even
-    /// if the lease ran out by now (the caller checks that itself).
-    pub(crate) fn ack(&mut self, batch: &mut Batch, id: &[u8], token: u64) -> bool {
-        match self.held(id, token) {
-            Some(slot) => {
-                self.remove(batch, slot);
-                true
-            }
-            None => false,
-        }
+    /// if the lease ran out by now (the caller checks that itself), and
+    /// counts it processed in `now`'s minute.
+    pub(crate) fn ack(&mut self, batch: &mut Batch, now: u64, id: &[u8], token: u64) -> bool {
+        let Some(slot) = self.held(id, token) else {
+            return false;
+        };
+        let gen = self.slots[slot as usize].gen;
+        Record::Acked { slot, gen, at: now }.encode(&mut batch.frame);
+        self.free_slot(batch, slot);
+        self.tally(Some(batch), now, false);
+        true
     }
 
     /// Gives a held job back after `delay` ms, or buries it on its last
@@ -215,7 +253,15 @@ impl Index {
             self.bury(batch, slot, now.floor, attempts, Some(reason));
             return GaveUp::Buried;
         }
-        self.wait(batch, slot, now.ceil + delay, attempts, None);
+        self.wait(
+            batch,
+            slot,
+            now.floor,
+            now.ceil + delay,
+            attempts,
+            Why::Retried,
+            None,
+        );
         GaveUp::Rescheduled
     }
 
@@ -242,7 +288,15 @@ impl Index {
             return GaveUp::Buried;
         }
         let reason = Some(Some(reason.into()));
-        self.wait(batch, slot, now.ceil + delay, attempts, reason);
+        self.wait(
+            batch,
+            slot,
+            now.floor,
+            now.ceil + delay,
+            attempts,
+            Why::Failed,
+            reason,
+        );
         GaveUp::Rescheduled
     }
 
@@ -253,7 +307,9 @@ impl Index {
         let slot = self.fenced(id, token, now)?;
         let expiry = now + lease;
         let mut view = self.view(slot);
-        view.lease = Some(Lease { token, expiry });
+        if let Some(lease) = &mut view.lease {
+            lease.expiry = expiry;
+        }
         self.put(slot, view);
         Some(expiry)
     }
@@ -268,8 +324,10 @@ impl Index {
         self.wait(
             batch,
             slot,
+            now,
             s.due.min(now),
             s.attempts.saturating_sub(1),
+            Why::Released,
             None,
         );
         true

@@ -5,5 +5,5 @@ local id = ARGV[1]
 local score = redis.call('ZSCORE', K_TIMELINE, id)
 if not score or tonumber(score) >= LEASED then return 0 end
 redis.call('ZREM', K_TIMELINE, id)
-redis.call('HDEL', K_JOB, P(id), L(id), E(id))
+redis.call('HDEL', K_JOB, P(id), L(id), E(id), H(id), C(id))
 return 1
