@@ -353,9 +353,12 @@ pub(crate) fn default_holder() -> String {
         .filter(|name| !name.is_empty() && check_holder(name).is_ok())
         .unwrap_or_else(|| "localhost".to_owned());
     let pid = std::process::id();
-    let mut host = host;
-    host.truncate(MAX_HOLDER - 11);
-    format!("{host}:{pid}")
+    // Room for `:` and a pid of up to 10 digits.
+    let mut end = host.len().min(MAX_HOLDER - 11);
+    while !host.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}:{pid}", &host[..end])
 }
 
 /// Checks a holder name: 1 to [`MAX_HOLDER`] bytes, no control

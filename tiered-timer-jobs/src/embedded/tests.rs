@@ -617,7 +617,19 @@ async fn compaction_keeps_the_live_jobs_and_shrinks_the_log() {
     let log = open(&dir).await;
     assert_eq!(log.pending(), 201);
     let (_, dead) = log.inspect("dead").await.unwrap();
-    assert_eq!(dead.unwrap().last_error.as_deref(), Some("why"));
+    let dead = dead.unwrap();
+    assert_eq!(dead.last_error.as_deref(), Some("why"));
+    // Its history and the counts per minute were kept by compaction.
+    assert_eq!(dead.ended.len(), 1);
+    let buried = &dead.ended[0];
+    assert_eq!(buried.outcome, crate::data::history::Outcome::Buried);
+    assert_eq!(buried.holder.as_deref(), Some("test"));
+    assert_eq!(buried.error.as_deref(), Some(&b"why"[..]));
+    let (_, minutes) = log.throughput(0);
+    let totals = minutes
+        .iter()
+        .fold((0, 0), |(p, f), &(_, mp, mf)| (p + mp, f + mf));
+    assert_eq!(totals, (1, 1), "the held job's ack, the dead job's burial");
     assert!(log.inspect("held").await.unwrap().1.is_none());
     assert_eq!(
         log.inspect("r19-90").await.unwrap().1.unwrap().payload,
