@@ -490,7 +490,7 @@ fn row(view: &super::index::View, read: Read, at: Option<u64>) -> JobRow {
         State::Leased => (view.lease.as_ref().map_or(0, |l| l.expiry), Some(s.due)),
         State::Dead | State::Free => (view.died_at.unwrap_or(0), Some(s.due)),
     };
-    let (ended, running) = super::index::attempts_of(view);
+    let (ended, running) = view.attempts();
     JobRow {
         id: text(read.id),
         state: s.state,

@@ -13,22 +13,8 @@
 use std::sync::Arc;
 
 use super::super::format::{self, EndedEntry, Record, Why};
-use super::{Batch, Index, Undo, View};
+use super::{Batch, Ended, Index, Undo, View};
 use crate::data::history::{kept_error, Outcome, StoredAttempt, HISTORY_LEN, THROUGHPUT_MINUTES};
-
-/// An ended attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Ended {
-    pub(crate) attempt: u32,
-    pub(crate) claimed: u64,
-    /// `None`: not recorded (a version 1 log).
-    pub(crate) holder: Option<Arc<str>>,
-    pub(crate) outcome: Outcome,
-    /// `None`: not recorded (a version 1 log).
-    pub(crate) ended: Option<u64>,
-    /// At most [`ERROR_KEPT`](crate::ERROR_KEPT) bytes.
-    pub(crate) error: Option<Box<[u8]>>,
-}
 
 /// An outcome's code in a `History` record.
 fn code(outcome: Outcome) -> u8 {
@@ -249,9 +235,15 @@ pub(crate) fn history_record(slot: u32, view: &View, out: &mut Vec<u8>) {
     .encode(out);
 }
 
-/// A job's attempts as the operator sees them: the ended ones, and the
-/// running one (leased jobs).
-pub(crate) fn attempts_of(view: &View) -> (Vec<StoredAttempt>, Option<StoredAttempt>) {
+impl View {
+    /// The job's attempts as the operator sees them: the ended ones, and
+    /// the running one (leased jobs).
+    pub(crate) fn attempts(&self) -> (Vec<StoredAttempt>, Option<StoredAttempt>) {
+        attempts_of(self)
+    }
+}
+
+fn attempts_of(view: &View) -> (Vec<StoredAttempt>, Option<StoredAttempt>) {
     let ended = view
         .history
         .as_deref()

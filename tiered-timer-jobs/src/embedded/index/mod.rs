@@ -51,7 +51,6 @@ pub(crate) use super::format::LATENESS_BUCKETS as LATENESS;
 use super::format::{Record, FRAME_HEADER, LATENESS_BUCKETS, NEW_ID_AT};
 pub(crate) use crate::contract::{Due, GaveUp};
 use crate::data::lateness::LATENESS_BOUNDS_MS;
-pub(crate) use history::{attempts_of, Ended};
 
 mod delivery;
 mod history;
@@ -129,6 +128,20 @@ pub(crate) struct Lease {
     pub(crate) claimed: u64,
     /// `None`: not recorded (a version 1 log).
     pub(crate) holder: Option<Arc<str>>,
+}
+
+/// An ended attempt of a job (see `history.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ended {
+    pub(crate) attempt: u32,
+    pub(crate) claimed: u64,
+    /// `None`: not recorded (a version 1 log).
+    pub(crate) holder: Option<Arc<str>>,
+    pub(crate) outcome: crate::data::history::Outcome,
+    /// `None`: not recorded (a version 1 log).
+    pub(crate) ended: Option<u64>,
+    /// At most [`ERROR_KEPT`](crate::ERROR_KEPT) bytes.
+    pub(crate) error: Option<Box<[u8]>>,
 }
 
 /// Everything about one job: its [`Slot`] and what only some jobs have.
