@@ -119,7 +119,7 @@ async fn mounted_in_an_application_over_the_store_it_uses() {
     let mut legend = String::new();
     for _ in 0..100 {
         client.goto(&queue_page).await.unwrap();
-        legend = text(&client, ".charts figure:nth-child(2) .legend").await;
+        legend = text(&client, "#lateness .legend").await;
         if legend.starts_with("3 claims") {
             break;
         }
@@ -150,7 +150,7 @@ async fn mounted_in_an_application_over_the_store_it_uses() {
         text(&client, r#"td[data-k="error"]"#).await,
         "card declined"
     );
-    assert!(text(&client, "#attempts").await.contains("died"));
+    assert!(text(&client, "#attempts").await.contains("buried"));
     let crumbs = text(&client, "nav.crumbs").await;
     assert!(crumbs.starts_with("Queues"), "{crumbs}");
     assert!(crumbs.ends_with(failed.as_str()), "{crumbs}");

@@ -266,7 +266,7 @@ async fn the_dashboard_in_a_real_browser() {
     assert_eq!(text(&client, r#"td[data-k="state"]"#).await, "dead");
     assert_eq!(text(&client, r#"td[data-k="error"]"#).await, HOSTILE);
     assert_eq!(text(&client, "#payload").await, "<b>payload</b>");
-    assert!(text(&client, "#attempts").await.contains("died"));
+    assert!(text(&client, "#attempts").await.contains("buried"));
     assert!(client.get_alert_text().await.is_err(), "no alert is open");
     let requeue_job = wait_for(&client, r#"#job-actions button[data-action="requeue"]"#).await;
     assert!(!requeue_job.is_enabled().await.unwrap());

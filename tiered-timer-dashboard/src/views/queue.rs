@@ -2,7 +2,7 @@
 //! listing (waiting, due, leased, dead), paged, with their actions.
 
 use maud::{html, Markup};
-use tiered_timer_jobs::{JobSummary, Lateness, Listing, Page, Stats};
+use tiered_timer_jobs::{JobSummary, Lateness, Listing, Page, Stats, Throughput};
 
 use super::{can_act_note, chart, csrf_field, layout, overdue, Crumb};
 use crate::actions::Action;
@@ -16,7 +16,12 @@ pub(crate) struct QueuePage<'a> {
     pub(crate) name: &'a str,
     pub(crate) stats: &'a Stats,
     pub(crate) samples: &'a [Sample],
+    /// The store's lateness counters: every claim it counted.
     pub(crate) lateness: &'a Lateness,
+    /// The claims counted while this dashboard watched (its window).
+    pub(crate) recent: &'a Lateness,
+    /// The store's counts per minute over the window.
+    pub(crate) throughput: &'a Throughput,
     pub(crate) listing: Listing,
     pub(crate) page_no: usize,
     pub(crate) page: &'a Page,
@@ -38,8 +43,15 @@ pub(crate) fn page(app: &App, visit: &Visit, q: &QueuePage<'_>) -> Markup {
             (card("dead", "Dead", html! { (s.dead) }))
         }
         div.charts {
+            (chart::throughput("Processed and failed per minute", q.throughput))
             (chart::depth("Depth", s.redis_time, q.samples))
-            (chart::histogram("Lateness of recent claims · last hour", q.lateness))
+            (chart::histogram("Claim lateness · every claim the store counted", q.lateness))
+        }
+        @if let (Some(p50), Some(p99)) = (q.recent.quantile(0.5), q.recent.quantile(0.99)) {
+            p.note #recent-lateness {
+                "Claims while this dashboard watched: " (q.recent.total()) "; half within "
+                (human::duration(p50)) ", 99% within " (human::duration(p99)) "."
+            }
         }
         form.bar method="get" action=(visit.find_url(q.name)) {
             input #search type="search" name="id" placeholder="job id";
