@@ -69,11 +69,14 @@ pub fn relative(to: SystemTime, from: SystemTime) -> String {
     }
 }
 
-/// Whose clock a store's times are by: Redis' `TIME`, or on an embedded
-/// store (`file://`) the host's wall clock.
+/// Whose clock a store's times are by: Redis' `TIME`, Postgres'
+/// `clock_timestamp()`, or on an embedded store (`file://`) the host's
+/// wall clock.
 pub fn clock_name(url: &str) -> &'static str {
     if url.starts_with("file://") {
         "host time"
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        "Postgres time"
     } else {
         "Redis time"
     }

@@ -36,6 +36,7 @@ macro_rules! with_backends {
         $then! { $($args)* [
             "embedded" Embedded(crate::embedded::EmbeddedBackend) = ["file"] "file:///path/to/dir (an embedded store)" needs "the store's directory" "file:///var/lib/app/jobs" has [read_only],
             "redis" Redis(crate::redis::RedisBackend) = ["redis", "rediss", "redis+unix", "unix", "valkey", "valkeys", "valkey+unix"] "redis://, rediss://, redis+unix://, unix://, valkey://, valkeys:// or valkey+unix://" needs "the server's address" "redis://127.0.0.1:6379/ or redis+unix:///run/redis.sock" has [partitions, cluster, replicas],
+            "postgres" Postgres(crate::postgres::PostgresBackend) = ["postgres", "postgresql"] "postgres:// or postgresql://" needs "the server's address and database" "postgres://app@127.0.0.1:5432/app" has [],
         ] }
     };
 }
@@ -346,6 +347,44 @@ impl AnyBackend {
 
     pub(crate) async fn promote(&self, id: &JobId) -> Result<bool, Error> {
         dispatch!(self, b => b.promote(id).await)
+    }
+}
+
+/// The calls in the caller's own transaction: Postgres' alone (the
+/// others answer [`Error::Unsupported`] for `within`).
+#[cfg(feature = "postgres")]
+impl AnyBackend {
+    /// The Postgres backend inside, or the error for the others.
+    fn postgres(&self) -> Result<&crate::postgres::PostgresBackend, Error> {
+        match self {
+            AnyBackend::Postgres(b) => Ok(b),
+            #[allow(unreachable_patterns)]
+            other => Err(unsupported("within", other.name())),
+        }
+    }
+
+    pub(crate) async fn schedule_in<'c, E: sqlx::PgExecutor<'c>>(
+        &self,
+        executor: E,
+        job: NewJob,
+    ) -> Result<(), Error> {
+        self.postgres()?.schedule_in(executor, job).await
+    }
+
+    pub(crate) async fn cancel_in<'c, E: sqlx::PgExecutor<'c>>(
+        &self,
+        executor: E,
+        id: &JobId,
+    ) -> Result<bool, Error> {
+        self.postgres()?.cancel_in(executor, id).await
+    }
+
+    pub(crate) async fn ack_in<'c, E: sqlx::PgExecutor<'c>>(
+        &self,
+        executor: E,
+        lease: Lease<'_>,
+    ) -> Result<bool, Error> {
+        self.postgres()?.ack_in(executor, lease).await
     }
 }
 

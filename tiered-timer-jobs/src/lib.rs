@@ -261,8 +261,8 @@
 )]
 #![forbid(unsafe_code)]
 
-#[cfg(not(any(feature = "embedded", feature = "redis")))]
-compile_error!("tiered-timer-jobs needs a backend: enable the `embedded` or the `redis` feature (both are default)");
+#[cfg(not(any(feature = "embedded", feature = "redis", feature = "postgres")))]
+compile_error!("tiered-timer-jobs needs a backend: enable the `embedded`, `redis` or `postgres` feature (the first two are default)");
 
 // The layers, top to bottom (see CONTRIBUTING.md, "Architecture of the
 // jobs crate"): the API; where backends are chosen; the backends; the
@@ -274,10 +274,14 @@ mod data;
 #[cfg(feature = "embedded")]
 mod embedded;
 mod metrics;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 mod targets;
 
+#[cfg(feature = "postgres")]
+pub use crate::api::Within;
 pub use crate::api::{find_queues, repair, Builder, Fate, Job, Queue};
 pub use crate::data::error::Error;
 pub use crate::data::history::{
@@ -290,6 +294,12 @@ pub use crate::data::listing::{
 };
 pub use crate::data::repaired::{Quarantined, Repaired};
 pub use crate::data::stats::{DeadLetter, Stats};
+/// The sqlx this crate is built with (feature `postgres`): the
+/// executors [`Queue::within`] and [`Job::ack_within`] take, and the
+/// error inside [`Error::Postgres`], are its types.
+#[cfg(feature = "postgres")]
+#[doc(no_inline)]
+pub use sqlx;
 
 #[cfg(test)]
 mod tests {

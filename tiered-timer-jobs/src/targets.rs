@@ -23,3 +23,6 @@ pub(crate) const REDIS: &str = "tiered_timer_jobs::redis";
 /// The embedded store: logs opened, torn writes cut, damaged frames
 /// quarantined, compactions, its driver.
 pub(crate) const EMBEDDED: &str = "tiered_timer_jobs::embedded";
+/// The Postgres backend: its schema created or migrated, its LISTEN
+/// connection lost and re-established, claims that failed.
+pub(crate) const POSTGRES: &str = "tiered_timer_jobs::postgres";

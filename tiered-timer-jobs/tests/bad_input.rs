@@ -384,6 +384,63 @@ async fn every_public_call_gives_both_backends_answer_to_bad_input() {
     let _ = JobState::Leased; // (the state the jobs above are left in)
 }
 
+/// Postgres gives every bad input the same answer as the others.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_gives_every_public_call_the_same_answer_to_bad_input() {
+    let (redis, postgres) = (Store::redis(), Store::postgres());
+    let on_redis = answers(&redis).await;
+    let on_postgres = answers(&postgres).await;
+    let differ: Vec<String> = on_redis
+        .0
+        .iter()
+        .zip(&on_postgres.0)
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((call, a), (_, b))| format!("{call}:\n    redis:    {a}\n    postgres: {b}"))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{} call(s) answer differently:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+    assert_eq!(on_redis.0.len(), on_postgres.0.len());
+
+    // What Postgres lacks, it says so, in the same words.
+    let url = postgres.url();
+    let on = |name: &str| Queue::builder(&url, name);
+    for (answer, expected) in [
+        (
+            on("q").partitions(2).connect().await.map(|_| ()),
+            "partitions is not a setting of the postgres backend",
+        ),
+        (
+            on("q").cluster().connect().await.map(|_| ()),
+            "cluster is not a setting of the postgres backend",
+        ),
+        (
+            on("q").replicas(1).connect().await.map(|_| ()),
+            "replicas is not a setting of the postgres backend",
+        ),
+        (
+            on("q").read_only(true).connect().await.map(|_| ()),
+            "read_only is not a setting of the postgres backend",
+        ),
+    ] {
+        match answer {
+            Err(error @ Error::Unsupported { .. }) => assert_eq!(error.to_string(), expected),
+            other => panic!("{expected}: {other:?}"),
+        }
+    }
+    match repair(&url, "q").await {
+        Err(Error::InvalidUrl { reason }) => assert!(
+            reason.contains("repair is for stores that keep a log (file:// URLs)"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A setting one backend has and the other lacks is
 /// [`Error::Unsupported`], naming the setting and the backend, from one
 /// place: the same words for every such setting (and `cluster` is refused

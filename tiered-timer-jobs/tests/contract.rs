@@ -1,7 +1,7 @@
-//! The delivery contract, written once and run against both backends:
-//! each test body takes a [`Store`] (a real redis-server started by the
-//! test, or a fresh directory for the embedded store) and the macro at the
-//! end runs it on each. The Redis key layout tests at the end are
+//! The delivery contract, written once and run against every backend:
+//! each test body takes a [`Store`] (a real redis-server or Postgres
+//! started by the test, or a fresh directory for the embedded store) and
+//! the macro below runs it on each. The Redis key layout tests at the end are
 //! Redis-only.
 
 mod support;
@@ -44,7 +44,8 @@ async fn next(queue: &Queue) -> Job {
         .unwrap()
 }
 
-/// Runs each contract test body against Redis and the embedded store.
+/// Runs each contract test body against Redis, the embedded store and
+/// Postgres (each in a build with its feature).
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {
         #[cfg(feature = "redis")]
@@ -62,6 +63,15 @@ macro_rules! on_both_backends {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::Store::embedded()).await
+                }
+            )*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Store::postgres()).await
                 }
             )*
         }

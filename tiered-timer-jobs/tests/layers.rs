@@ -30,7 +30,7 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     ("the public API", &["api"]),
     ("where backends are chosen", &["backends"]),
-    ("the backends", &["redis", "embedded"]),
+    ("the backends", &["redis", "embedded", "postgres"]),
     ("the backend contract", &["contract"]),
     ("backend-neutral data", &["data", "metrics", "targets"]),
 ];

@@ -345,6 +345,8 @@ pub(crate) async fn queues(redis: &RedisArgs, out: Output) -> Result<(), Failure
         || {
             if found.is_empty() && redis.url.starts_with("file://") {
                 "no queues found in this store\n".to_owned()
+            } else if found.is_empty() && crate::failure::is_postgres(&redis.url) {
+                "no queues found in this Postgres schema\n".to_owned()
             } else if found.is_empty() {
                 "no queues found on this Redis\n".to_owned()
             } else {

@@ -108,6 +108,11 @@ fn is_store(url: &str) -> bool {
     url.starts_with("file://")
 }
 
+/// Whether `url` names a Postgres.
+pub(crate) fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
 /// The library's error, in `ttr`'s words.
 pub(crate) fn failure(url: &str, error: Error) -> Failure {
     let at = shown_url(url);
@@ -117,6 +122,9 @@ pub(crate) fn failure(url: &str, error: Error) -> Failure {
         | Error::InvalidJobId { .. }
         | Error::InvalidConfig { .. }
         | Error::InvalidArgument { .. } => Failure::Usage(error.to_string()),
+        Error::Unsupported { setting, .. } if is_postgres(url) => Failure::Usage(format!(
+            "--{setting} is for Redis: a Postgres store has no {setting}"
+        )),
         Error::Unsupported { setting, .. } => Failure::Usage(format!(
             "--{setting} is for Redis: a file:// store has no {setting}"
         )),
@@ -138,6 +146,21 @@ pub(crate) fn failure(url: &str, error: Error) -> Failure {
                  {recorded}, or leave --partitions out",
                 safe(&queue)
             ),
+        ),
+        Error::Timeout { after } if is_postgres(url) => Failure::known(
+            "unreachable",
+            format!(
+                "cannot reach Postgres at {at}: no answer within {}",
+                human::duration(after)
+            ),
+        ),
+        Error::Postgres(error) if is_unreachable_postgres(&error) => Failure::known(
+            "unreachable",
+            format!("cannot reach Postgres at {at}: {error}"),
+        ),
+        Error::Postgres(error) => Failure::known(
+            "postgres",
+            format!("Postgres at {at} answered with an error: {error}"),
         ),
         Error::Timeout { after } => Failure::known(
             "unreachable",
@@ -186,9 +209,17 @@ fn is_unreachable(error: &redis::RedisError) -> bool {
         || error.is_timeout()
 }
 
+/// Whether a Postgres error means the server was not reached.
+fn is_unreachable_postgres(error: &tiered_timer_jobs::sqlx::Error) -> bool {
+    matches!(
+        error,
+        tiered_timer_jobs::sqlx::Error::Io(_) | tiered_timer_jobs::sqlx::Error::PoolTimedOut
+    )
+}
+
 /// The schemes `--url` takes, for messages.
 const ACCEPTED: &str = "file:///path/to/dir (an embedded store), redis://, rediss://, \
-                        redis+unix:// or unix://";
+                        redis+unix://, unix://, postgres:// or postgresql://";
 
 /// Checks `--url` before anything connects: a scheme that names a store,
 /// and `file://` with a directory. The URL is not repeated (it may hold a
@@ -202,7 +233,7 @@ pub(crate) fn check_url(url: &str) -> Result<(), Failure> {
         ),
         Some((
             "file" | "redis" | "rediss" | "redis+unix" | "unix" | "valkey" | "valkeys"
-            | "valkey+unix",
+            | "valkey+unix" | "postgres" | "postgresql",
             _,
         )) => Ok(()),
         Some((scheme, _))

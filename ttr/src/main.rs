@@ -60,13 +60,15 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Where the queues are: the store, a Redis or an embedded store.
+/// Where the queues are: the store, a Redis, a Postgres or an embedded
+/// store.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct RedisArgs {
     /// The store: a Redis (`redis://host:port/db`, `rediss://`,
-    /// `redis+unix://`), or an embedded store's directory
-    /// (`file:///var/lib/app/jobs`; looks read it while its service runs,
-    /// changes need the service stopped).
+    /// `redis+unix://`), a Postgres (`postgres://user@host/db`, with
+    /// `?schema=name` if its queues are not in `tiered_timer_jobs`), or an
+    /// embedded store's directory (`file:///var/lib/app/jobs`; looks read
+    /// it while its service runs, changes need the service stopped).
     #[arg(
         long,
         global = true,
@@ -83,8 +85,8 @@ pub(crate) struct RedisArgs {
     /// The URL is a node of a Redis Cluster.
     #[arg(long, global = true)]
     pub(crate) cluster: bool,
-    /// How long to wait for Redis, connecting included, e.g. `500ms`,
-    /// `5s` (not used on a file:// store).
+    /// How long to wait for Redis or Postgres, connecting included, e.g.
+    /// `500ms`, `5s` (not used on a file:// store).
     #[arg(long, global = true, default_value = "5s", value_parser = positive_duration)]
     pub(crate) timeout: Duration,
 }
@@ -315,6 +317,14 @@ pub(crate) async fn connect_with(
 pub(crate) async fn probe(url: &str, timeout: Duration) -> Result<(), Failure> {
     if url.starts_with("file://") {
         return Ok(()); // an embedded store: each queue is opened when looked at
+    }
+    if failure::is_postgres(url) {
+        // Reads the queues' table (nothing written): a Postgres that is not
+        // there, or silent, is reported as for Redis.
+        return tiered_timer_jobs::find_queues(url, false, timeout)
+            .await
+            .map(|_| ())
+            .map_err(|e| failure(url, e));
     }
     let client = redis::Client::open(url).map_err(|e| {
         failure(

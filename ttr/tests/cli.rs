@@ -884,6 +884,107 @@ async fn on_an_embedded_store() {
     assert_eq!(partitions.status.code(), Some(2), "{}", stderr(&partitions));
 }
 
+/// Every look and change on a Postgres queue, by its public API; a look
+/// at a queue that is not there writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres() {
+    let server = support::postgres::PostgresServer::start();
+    let url = format!("{}?schema=ops", server.url());
+    // A look first: no queue, no schema created.
+    let missing = ttr(&["--url", &url, "stats", "orders"]);
+    assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("no queue named orders"),
+        "{}",
+        stderr(&missing)
+    );
+    let empty = ttr(&["--url", &url, "queues"]);
+    assert!(empty.status.success(), "{}", stderr(&empty));
+    assert!(stdout(&empty).contains("no queues found in this Postgres schema"));
+    assert_eq!(
+        server
+            .number("SELECT count(*) FROM pg_namespace WHERE nspname = 'ops'")
+            .await,
+        0,
+        "a look created the schema"
+    );
+
+    let queue = Queue::builder(&url, "orders")
+        .max_attempts(1)
+        .connect()
+        .await
+        .unwrap();
+    queue
+        .schedule_with_id("later", Duration::from_secs(3600), b"wait".to_vec())
+        .await
+        .unwrap();
+    queue
+        .schedule_with_id("bad", Duration::ZERO, b"boom".to_vec())
+        .await
+        .unwrap();
+    queue
+        .next()
+        .await
+        .unwrap()
+        .bury("no such order")
+        .await
+        .unwrap();
+
+    let stats = ttr(&["--url", &url, "stats", "orders"]);
+    assert!(stats.status.success(), "{}", stderr(&stats));
+    let text = stdout(&stats);
+    assert_eq!(
+        (count(&text, "pending"), count(&text, "dead")),
+        (1, 1),
+        "{text}"
+    );
+    assert!(
+        text.starts_with("queue orders (1 partition), Postgres time 20"),
+        "{text}"
+    );
+    let queues = stdout(&ttr(&["--url", &url, "queues"]));
+    assert!(queues.lines().any(|l| l.starts_with("orders ")), "{queues}");
+    let dead = stdout(&ttr(&["--url", &url, "dead", "orders"]));
+    assert!(
+        dead.contains("bad") && dead.contains("no such order"),
+        "{dead}"
+    );
+    let job = stdout(&ttr(&["--url", &url, "job", "orders", "later"]));
+    assert!(job.contains("waiting"), "{job}");
+    let pending = stdout(&ttr(&["--url", &url, "pending", "orders"]));
+    assert!(pending.contains("later"), "{pending}");
+    let requeue = ttr(&["--url", &url, "requeue", "orders", "bad"]);
+    assert!(requeue.status.success(), "{}", stderr(&requeue));
+    let promote = ttr(&["--url", &url, "promote", "orders", "later"]);
+    assert!(promote.status.success(), "{}", stderr(&promote));
+    let text = stdout(&ttr(&["--url", &url, "stats", "orders"]));
+    assert_eq!(
+        (count(&text, "pending"), count(&text, "dead")),
+        (2, 0),
+        "{text}"
+    );
+    let json = json(&ttr(&["--url", &url, "--json", "stats", "orders"]));
+    assert_eq!(json["pending"], 2, "{json}");
+    // Redis-only flags are usage errors here.
+    let partitions = ttr(&["--url", &url, "--partitions", "3", "stats", "orders"]);
+    assert_eq!(partitions.status.code(), Some(2), "{}", stderr(&partitions));
+    assert!(
+        stderr(&partitions).contains("a Postgres store has no partitions"),
+        "{}",
+        stderr(&partitions)
+    );
+    // A Postgres that is not there: a clear error, at once.
+    drop(queue);
+    drop(server);
+    let gone = ttr(&["--url", &url, "stats", "orders"]);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(
+        stderr(&gone).contains("cannot reach Postgres at postgres://"),
+        "{}",
+        stderr(&gone)
+    );
+}
+
 /// A misspelled queue is an error that says so (as `ttr job` says a job
 /// is not there), on every command and both backends, and writes nothing;
 /// a registered queue with no jobs is a queue.

@@ -293,3 +293,31 @@ async fn on_an_embedded_store_pages_look_while_its_service_runs() {
     let (_, _, page) = request(&address, "GET /queues/orders?tab=due HTTP/1.1", "").await;
     assert!(page.contains(id.as_str()), "promoted: due now");
 }
+
+/// `ttr serve` on a Postgres: the overview, a queue's dead letters and
+/// `/metrics`, by the public API alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_pages_and_metrics() {
+    let server = support::postgres::PostgresServer::start();
+    let url = server.url();
+    let mail = Queue::connect(&url, "mail").await.unwrap();
+    mail.schedule_many((0..3).map(|i| (Duration::ZERO, format!("m{i}"))))
+        .await
+        .unwrap();
+    mail.next().await.unwrap().bury("bounced").await.unwrap();
+    let (_serve, address) = serve(&url, &[]);
+
+    let (status, _, page) = request(&address, "GET / HTTP/1.1", "").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("mail"), "{page}");
+    let (status, _, page) = request(&address, "GET /queues/mail?tab=dead HTTP/1.1", "").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("bounced"), "{page}");
+    assert!(page.contains("Postgres time"), "{page}");
+    let (status, _, metrics) = request(&address, "GET /metrics HTTP/1.1", "").await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("ttr_queue_dead{queue=\"mail\",partition=\"0\"} 1"),
+        "{metrics}"
+    );
+}

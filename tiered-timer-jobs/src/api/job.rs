@@ -264,7 +264,7 @@ impl Job {
     }
 
     /// Reports an ack that succeeded.
-    fn acked(&self) {
+    pub(super) fn acked(&self) {
         tracing::debug!(target: targets::JOB, queue = self.inner.name(), job = %self.id, attempt = self.attempt, "job acked");
         crate::metrics::acked(self.inner.name());
     }

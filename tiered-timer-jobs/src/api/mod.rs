@@ -19,9 +19,13 @@ mod operator;
 mod queue;
 mod schedule;
 mod store;
+#[cfg(feature = "postgres")]
+mod within;
 
 pub use builder::Builder;
 pub use failure::Fate;
 pub use job::Job;
 pub use queue::Queue;
 pub use store::{find_queues, repair};
+#[cfg(feature = "postgres")]
+pub use within::Within;

@@ -273,7 +273,12 @@ impl Queue {
 
     /// The one check of a job, whatever the backend: its id, its
     /// payload's size, its due time (already converted, with its error).
-    fn check(&self, id: JobId, due: Result<Due, Error>, payload: Vec<u8>) -> Result<NewJob, Error> {
+    pub(super) fn check(
+        &self,
+        id: JobId,
+        due: Result<Due, Error>,
+        payload: Vec<u8>,
+    ) -> Result<NewJob, Error> {
         check_job_id(id.as_str())?;
         let limit = self.inner.max_payload;
         if payload.len() > limit {

@@ -80,7 +80,7 @@ pub enum Error {
     /// hands out no more jobs. Jobs already delivered can still be acked,
     /// retried, extended and released.
     Closed,
-    /// Redis did not answer within the queue's command timeout
+    /// The server (Redis, Postgres) did not answer within the queue's command timeout
     /// ([`Builder::command_timeout`](crate::Builder::command_timeout)).
     /// The command may or may not have run; every command of this crate is
     /// safe to repeat (scheduling with an explicit id is idempotent).
@@ -99,6 +99,13 @@ pub enum Error {
     /// is the [source](std::error::Error::source).
     #[cfg(feature = "redis")]
     NotRedis(redis::RedisError),
+    /// Postgres returned an error, or the connection failed (a refused
+    /// connection is reported at once, with the operating system's
+    /// reason); sqlx's error is the [source](std::error::Error::source).
+    /// A schema written by a newer version of this crate is one too (its
+    /// version is named).
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::Error),
     /// The queue's partition count, recorded in Redis at its first
     /// connect, is not the one this handle asked for with
     /// [`Builder::partitions`](crate::Builder::partitions): its jobs are
@@ -229,7 +236,7 @@ impl fmt::Display for Error {
             Error::Timeout { after } => {
                 write!(
                     f,
-                    "Redis did not answer within the command timeout of {after:?}"
+                    "the server did not answer within the command timeout of {after:?}"
                 )
             }
             #[cfg(feature = "redis")]
@@ -239,6 +246,8 @@ impl fmt::Display for Error {
                 "the server does not speak the Redis protocol: is another server (HTTP?) on that \
                  port, or does it want TLS (rediss://)?",
             ),
+            #[cfg(feature = "postgres")]
+            Error::Postgres(error) => write!(f, "Postgres error: {error}"),
             Error::PartitionMismatch {
                 queue,
                 recorded,
@@ -313,6 +322,8 @@ impl std::error::Error for Error {
         match self {
             #[cfg(feature = "redis")]
             Error::Redis(error) | Error::NotRedis(error) => Some(error),
+            #[cfg(feature = "postgres")]
+            Error::Postgres(error) => Some(error),
             Error::Io { source, .. } => Some(source),
             _ => None,
         }

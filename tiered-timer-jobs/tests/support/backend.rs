@@ -1,5 +1,6 @@
-//! One contract, two backends: a store to run a contract test on (a
-//! fresh redis-server, or a fresh directory for the embedded store), and
+//! One contract, three backends: a store to run a contract test on (a
+//! fresh redis-server, a fresh directory for the embedded store, or a
+//! fresh Postgres server), and
 //! what a test needs to know of it that the `Queue` API does not say.
 
 use std::path::PathBuf;
@@ -7,12 +8,14 @@ use std::time::{Duration, SystemTime};
 
 use tiered_timer_jobs::{JobId, Queue};
 
+use super::postgres::PostgresServer;
 use super::RedisServer;
 
 /// Where a contract test's jobs are.
 pub enum Store {
     Redis(RedisServer),
     Embedded(TempDir),
+    Postgres(PostgresServer),
 }
 
 impl Store {
@@ -24,10 +27,15 @@ impl Store {
         Store::Embedded(TempDir::new("contract"))
     }
 
+    pub fn postgres() -> Store {
+        Store::Postgres(PostgresServer::start())
+    }
+
     /// The URL a `Queue` connects to.
     pub fn url(&self) -> String {
         match self {
             Store::Redis(server) => server.url(),
+            Store::Postgres(server) => server.url(),
             Store::Embedded(dir) => format!("file://{}", dir.0.display()),
         }
     }
@@ -37,6 +45,7 @@ impl Store {
     pub async fn now_ms(&self) -> u64 {
         match self {
             Store::Redis(server) => server.now_ms().await,
+            Store::Postgres(server) => server.now_ms().await,
             Store::Embedded(_) => SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap()
@@ -72,6 +81,9 @@ impl Store {
         }
         if let Store::Redis(server) = self {
             assert_eq!(server.job_keys(), "0", "nothing left in Redis");
+        }
+        if let Store::Postgres(server) = self {
+            assert_eq!(server.job_rows().await, 0, "no row left in Postgres");
         }
     }
 

@@ -9,6 +9,8 @@
 pub mod backend;
 #[path = "cluster_join.rs"]
 mod cluster_join;
+#[path = "postgres.rs"]
+pub mod postgres;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
