@@ -89,13 +89,14 @@ impl Queue {
     /// The counts are the store's, kept with the jobs (on Redis one
     /// `HINCRBY` inside the ack and failure scripts, in a hash per
     /// partition; in the embedded store derived from its log's records,
-    /// and kept through compaction), so a dashboard or tool started now
-    /// sees the minutes before it, and every process' work. One script
-    /// per partition.
+    /// and kept through compaction; on Postgres in a table written by
+    /// the ack and failure statements), so a dashboard or tool started
+    /// now sees the minutes before it, and every process' work. One
+    /// script per partition (one statement on Postgres).
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] or [`Error::Redis`].
+    /// [`Error::Timeout`], [`Error::Redis`] or [`Error::Postgres`].
     ///
     /// # Examples
     ///

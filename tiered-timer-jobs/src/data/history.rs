@@ -12,12 +12,14 @@
 //!   not grow with a job's retries or a queue's age.
 //! * **Kept with the job, gone with it.** An attempt is recorded by the
 //!   same atomic change that claims the job or ends the attempt (inside
-//!   the Redis script; in the embedded store's log record), so a history
+//!   the Redis script; in the embedded store's log record; in the
+//!   Postgres statement), so a history
 //!   never disagrees with the job's state, and an ack, cancel or purge
 //!   deletes it with the job. A requeued dead letter keeps its history
 //!   (its attempts count from 1 again).
 //! * **By the deciding clock.** Every time is the store's (Redis' `TIME`,
-//!   the embedded store's host), as the job's due time is.
+//!   the embedded store's host, Postgres' `clock_timestamp()`), as the
+//!   job's due time is.
 //! * **One rule for "failed".** An attempt counts as failed in
 //!   [`Throughput`] when it ended [`Failed`](Outcome::Failed),
 //!   [`LeaseExpired`](Outcome::LeaseExpired) or
