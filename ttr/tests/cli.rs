@@ -890,6 +890,7 @@ async fn on_an_embedded_store() {
 async fn on_postgres() {
     let server = support::postgres::PostgresServer::start();
     let url = format!("{}?schema=ops", server.url());
+    let holder = "pg-worker";
     // A look first: no queue, no schema created.
     let missing = ttr(&["--url", &url, "stats", "orders"]);
     assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
@@ -911,6 +912,7 @@ async fn on_postgres() {
 
     let queue = Queue::builder(&url, "orders")
         .max_attempts(1)
+        .holder(holder)
         .connect()
         .await
         .unwrap();
@@ -951,6 +953,12 @@ async fn on_postgres() {
     );
     let job = stdout(&ttr(&["--url", &url, "job", "orders", "later"]));
     assert!(job.contains("waiting"), "{job}");
+    // The dead letter's history, as Postgres kept it.
+    let bad = stdout(&ttr(&["--url", &url, "job", "orders", "bad"]));
+    assert!(
+        bad.contains("buried") && bad.contains(holder) && bad.contains("no such order"),
+        "{bad}"
+    );
     let pending = stdout(&ttr(&["--url", &url, "pending", "orders"]));
     assert!(pending.contains("later"), "{pending}");
     let requeue = ttr(&["--url", &url, "requeue", "orders", "bad"]);
