@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use tiered_timer_jobs::{Error, JobId, Listing};
 
+use crate::app::WINDOW;
 use crate::respond::{failed, field, fields, page, redirect, refuse, Shared, Visit};
 use crate::views;
 use crate::views::overview::Row;
@@ -61,8 +62,18 @@ pub(crate) async fn queue(
         Ok(q) => q,
         Err(e) => return failed(&app, &visit, &e),
     };
-    let (stats, _) = match app.read(&queue).await {
+    let (stats, lateness) = match app.read(&queue).await {
         Ok(read) => read,
+        Err(e) => return failed(&app, &visit, &e.to_string()),
+    };
+    // The store's counts per minute: minutes from before this dashboard
+    // started are there.
+    let since = stats
+        .redis_time
+        .checked_sub(WINDOW)
+        .unwrap_or(stats.redis_time);
+    let throughput = match queue.throughput(since).await {
+        Ok(throughput) => throughput,
         Err(e) => return failed(&app, &visit, &e.to_string()),
     };
     let listing = field(&query, "tab")
@@ -87,7 +98,7 @@ pub(crate) async fn queue(
         Err(Error::Unsupported { .. }) => Vec::new(),
         Err(e) => return failed(&app, &visit, &e.to_string()),
     };
-    let (samples, lateness) = app.history_of(&name);
+    let (samples, recent) = app.history_of(&name);
     let body = views::queue::page(
         &app,
         &visit,
@@ -96,6 +107,8 @@ pub(crate) async fn queue(
             stats: &stats,
             samples: &samples,
             lateness: &lateness,
+            recent: &recent,
+            throughput: &throughput,
             listing,
             page_no,
             page: &listed,

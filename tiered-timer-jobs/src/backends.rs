@@ -19,6 +19,7 @@ use crate::contract::{
     NewJob, NewRecurrence, Settings,
 };
 use crate::data::error::Error;
+use crate::data::history::Throughput;
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::listing::{JobInfo, Listing, Page, QueueInfo};
@@ -306,6 +307,10 @@ impl AnyBackend {
 
     pub(crate) async fn lateness(&self) -> Result<Lateness, Error> {
         dispatch!(self, b => b.lateness().await)
+    }
+
+    pub(crate) async fn throughput(&self, since_ms: u64) -> Result<Throughput, Error> {
+        dispatch!(self, b => b.throughput(since_ms).await)
     }
 
     pub(crate) async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, Error> {

@@ -37,6 +37,7 @@ use tokio::time::Instant;
 
 use crate::data::clock::Clock;
 use crate::data::error::Error;
+use crate::data::history::Throughput;
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::limits::{millis_up, MAX_DEADLINE_MS, MAX_SPAN_MS};
@@ -67,6 +68,8 @@ pub(crate) struct Settings {
     /// The wall clock a store decides by ([`Clock::system`] unless a test
     /// gave a manual one).
     pub(crate) clock: Clock,
+    /// Who this handle's claims are recorded as held by (checked).
+    pub(crate) holder: String,
 }
 
 impl Settings {
@@ -414,6 +417,10 @@ pub(crate) trait Backend: Sized + Send + Sync + 'static {
     /// How late claims were.
     async fn lateness(&self) -> Result<Lateness, Error>;
 
+    /// Jobs processed and failed per minute, from the minute holding
+    /// `since_ms` (or the oldest kept) to now.
+    async fn throughput(&self, since_ms: u64) -> Result<Throughput, Error>;
+
     /// Up to `limit` (at least 1) dead letters, newest death first.
     async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, Error>;
 
@@ -527,6 +534,7 @@ mod tests {
             partitions: Some(1),
             cluster: false,
             clock: Clock::system(),
+            holder: "h".to_owned(),
         };
         assert!(none.check(&settings, "b").is_ok());
         let with = |change: fn(&mut Settings)| {

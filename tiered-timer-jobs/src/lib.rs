@@ -285,6 +285,9 @@ pub use crate::api::Within;
 pub use crate::api::{find_queues, repair, Builder, Fate, Job, Queue};
 pub use crate::data::clock::Clock;
 pub use crate::data::error::Error;
+pub use crate::data::history::{
+    Attempt, Minute, Outcome, Throughput, ERROR_KEPT, HISTORY_LEN, MAX_HOLDER, THROUGHPUT_MINUTES,
+};
 pub use crate::data::id::JobId;
 pub use crate::data::lateness::Lateness;
 pub use crate::data::listing::{

@@ -99,6 +99,15 @@ async fn answers(store: &Store) -> Answers {
                 .replica_timeout(Duration::ZERO),
         ),
         ("prefetch(1001)", Queue::builder(&url, "q").prefetch(1001)),
+        ("holder(\"\")", Queue::builder(&url, "q").holder("")),
+        (
+            "holder(129 bytes)",
+            Queue::builder(&url, "q").holder("h".repeat(129)),
+        ),
+        (
+            "holder(\"a\\nb\")",
+            Queue::builder(&url, "q").holder("a\nb"),
+        ),
         (
             "register(false) of a queue that does not exist",
             Queue::builder(&url, "nowhere").register(false),
@@ -321,6 +330,9 @@ async fn every_public_call_gives_both_backends_answer_to_bad_input() {
         ("health_check(99 ms)", "Err(InvalidConfig {"),
         ("replicas(1).replica_timeout(0)", "Err(InvalidConfig {"),
         ("prefetch(1001)", "Err(InvalidConfig {"),
+        ("holder(\"\")", "Err(InvalidConfig {"),
+        ("holder(129 bytes)", "Err(InvalidConfig {"),
+        ("holder(\"a\\nb\")", "Err(InvalidConfig {"),
         (
             "register(false) of a queue that does not exist",
             "Err(NoSuchQueue { queue: \"nowhere\" })",

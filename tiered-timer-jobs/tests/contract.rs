@@ -11,7 +11,9 @@ use std::time::{Duration, SystemTime};
 
 use support::backend::Store;
 use support::{deliver_all, eventually};
-use tiered_timer_jobs::{Error, Fate, Job, JobId, JobState, Listing, Queue};
+use tiered_timer_jobs::{
+    Attempt, Error, Fate, Job, JobId, JobState, Listing, Outcome, Queue, HISTORY_LEN,
+};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -103,6 +105,9 @@ on_both_backends!(
     operator_calls_see_and_change_every_state,
     handles_connected_separately_share_the_queue_and_its_wake_ups,
     dropped_next_calls_strand_nothing,
+    a_job_keeps_its_last_attempts_with_who_held_them_and_how_each_ended,
+    a_history_is_bounded_and_gone_with_its_job,
+    throughput_and_lateness_are_the_stores_and_outlive_the_handle,
 );
 
 async fn schedule_next_ack_removes_the_job(store: Store) {
@@ -965,6 +970,223 @@ async fn dropped_next_calls_strand_nothing(store: Store) {
 }
 
 /// Redis only: the key layout behind the contract.
+/// How each attempt of `id` ended, in its history: (number, outcome,
+/// holder, error).
+async fn attempts(queue: &Queue, id: &JobId) -> Vec<(u32, Outcome, String, Option<String>)> {
+    let info = queue.job(id).await.unwrap().expect("the job is there");
+    info.history
+        .iter()
+        .map(|a: &Attempt| {
+            (
+                a.number,
+                a.outcome,
+                a.holder.clone().unwrap_or_default(),
+                a.error.clone(),
+            )
+        })
+        .collect()
+}
+
+/// A job's page tells every attempt: who claimed it, when, how it ended
+/// (failed with its reason, retried, released, its lease run out,
+/// buried) and when, and who holds it now; a requeue keeps the history.
+async fn a_job_keeps_its_last_attempts_with_who_held_them_and_how_each_ended(store: Store) {
+    let url = store.url();
+    let connect = |holder: Option<&'static str>| {
+        let url = url.clone();
+        async move {
+            let mut builder = Queue::builder(&url, "orders")
+                .lease(Duration::from_millis(400))
+                .max_attempts(5);
+            if let Some(holder) = holder {
+                builder = builder.holder(holder);
+            }
+            builder.connect().await.unwrap()
+        }
+    };
+    let a = connect(Some("worker-a")).await;
+    let b = connect(Some("worker b: pod/7")).await;
+    let before = store.now_ms().await;
+    let id = a
+        .schedule_with_id("order-710", Duration::ZERO, b"x".to_vec())
+        .await
+        .unwrap();
+    let after = store.now_ms().await;
+    let info = a.job(&id).await.unwrap().unwrap();
+    let created = info.created.expect("the creation time is kept");
+    let created = created
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(
+        (before..=after).contains(&created),
+        "{before} {created} {after}"
+    );
+    assert!(info.history.is_empty() && info.holder.is_none());
+
+    // Running, held by its claimer.
+    let job = next(&a).await;
+    let info = a.job(&id).await.unwrap().unwrap();
+    assert_eq!(info.holder.as_deref(), Some("worker-a"));
+    assert_eq!(info.history.len(), 1);
+    let running = &info.history[0];
+    assert_eq!((running.number, running.outcome), (1, Outcome::Running));
+    assert_eq!(running.ended, None);
+    assert!(running.claimed >= info.created.unwrap());
+
+    job.retry_after_with_reason(Duration::ZERO, "card declined")
+        .await
+        .unwrap();
+    next(&b).await.retry_after(Duration::ZERO).await.unwrap();
+    next(&a).await.release().await.unwrap();
+    drop(next(&b).await); // its lease runs out
+    let job = next(&a).await;
+    assert_eq!(job.attempt(), 4);
+    job.bury("bad payload").await.unwrap();
+
+    let text = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        attempts(&a, &id).await,
+        [
+            (1, Outcome::Failed, "worker-a".into(), text("card declined")),
+            (2, Outcome::Retried, "worker b: pod/7".into(), None),
+            (3, Outcome::Released, "worker-a".into(), None),
+            (3, Outcome::LeaseExpired, "worker b: pod/7".into(), None),
+            (4, Outcome::Buried, "worker-a".into(), text("bad payload")),
+        ]
+    );
+    let info = a.job(&id).await.unwrap().unwrap();
+    assert_eq!(info.holder, None, "a dead letter has no holder");
+    for pair in info.history.windows(2) {
+        let (ended, next_claim) = (pair[0].ended.unwrap(), pair[1].claimed);
+        assert!(pair[0].claimed <= ended && ended <= next_claim, "{pair:?}");
+    }
+    assert_eq!(info.history[4].ended, info.died_at);
+
+    // A requeue keeps the history; the attempts count from 1 again; the
+    // default holder is this host and process.
+    assert!(a.requeue(&id).await.unwrap());
+    let c = connect(None).await;
+    let job = next(&c).await;
+    assert_eq!(job.attempt(), 1);
+    let history = attempts(&c, &id).await;
+    assert_eq!(history.len(), 6);
+    let (number, outcome, holder, _) = &history[5];
+    assert_eq!((*number, *outcome), (1, Outcome::Running));
+    assert!(
+        holder.ends_with(&format!(":{}", std::process::id())),
+        "{holder}"
+    );
+    job.ack().await.unwrap();
+    store.assert_empty(&a, &[&id]).await;
+}
+
+/// A job keeps its last HISTORY_LEN attempts, the running one included,
+/// with at most ERROR_KEPT bytes of each error; its history is deleted
+/// with it.
+async fn a_history_is_bounded_and_gone_with_its_job(store: Store) {
+    let queue = Queue::builder(&store.url(), "orders")
+        .max_attempts(1000)
+        .holder("w")
+        .connect()
+        .await
+        .unwrap();
+    let id = queue.schedule(Duration::ZERO, b"x".to_vec()).await.unwrap();
+    let long = "e".repeat(3000);
+    for _ in 0..20 {
+        next(&queue)
+            .await
+            .retry_after_with_reason(Duration::ZERO, &long)
+            .await
+            .unwrap();
+    }
+    let history = queue.job(&id).await.unwrap().unwrap().history;
+    assert_eq!(history.len(), HISTORY_LEN);
+    let numbers: Vec<u32> = history.iter().map(|a| a.number).collect();
+    assert_eq!(numbers, (5..=20).collect::<Vec<_>>());
+    assert!(history
+        .iter()
+        .all(|a| a.error.as_ref().unwrap().len() == tiered_timer_jobs::ERROR_KEPT));
+    let last_error = queue.job(&id).await.unwrap().unwrap().last_error;
+    assert_eq!(last_error.map(|e| e.len()), Some(long.len()), "kept whole");
+    let job = next(&queue).await;
+    let history = queue.job(&id).await.unwrap().unwrap().history;
+    assert_eq!(history.len(), HISTORY_LEN);
+    assert_eq!(history[0].number, 6);
+    assert_eq!(history[15].outcome, Outcome::Running);
+    job.ack().await.unwrap();
+    // A new job of that id starts with no history.
+    queue
+        .schedule_with_id(id.as_str(), Duration::from_secs(60), b"y".to_vec())
+        .await
+        .unwrap();
+    let info = queue.job(&id).await.unwrap().unwrap();
+    assert!(info.history.is_empty(), "{:?}", info.history);
+    assert!(queue.cancel(&id).await.unwrap());
+    store.assert_empty(&queue, &[&id]).await;
+}
+
+/// Processed (acked) and failed (failed, lease run out, buried) per
+/// minute are counted by the store, and a new handle (on the embedded
+/// store, a reopened store) reads the same counts, and the same lateness
+/// histogram: a dashboard started later sees the minutes before it.
+async fn throughput_and_lateness_are_the_stores_and_outlive_the_handle(store: Store) {
+    let start = SystemTime::now() - Duration::from_secs(120);
+    let queue = store.queue(Duration::from_millis(300), 2).await;
+    for i in 0..10 {
+        queue
+            .schedule_with_id(format!("t{i}"), Duration::ZERO, b"x".to_vec())
+            .await
+            .unwrap();
+    }
+    for _ in 0..3 {
+        next(&queue).await.ack().await.unwrap();
+    }
+    let jobs = queue.next_batch(2).await.unwrap();
+    assert!(queue.ack_many(jobs).await.unwrap().is_empty());
+    next(&queue).await.fail("boom").await.unwrap(); // failed, retried later
+    next(&queue)
+        .await
+        .retry_after(Duration::from_secs(60))
+        .await
+        .unwrap(); // not a failure
+    next(&queue).await.release().await.unwrap(); // not a failure
+    next(&queue).await.bury("bad").await.unwrap(); // failed
+    drop(next(&queue).await); // its lease runs out: failed when taken back
+    let mut attempts = Vec::new();
+    for _ in 0..2 {
+        let job = next(&queue).await;
+        attempts.push(job.attempt());
+        job.ack().await.unwrap();
+    }
+    assert_eq!(attempts, [1, 2], "the dropped job came back");
+    let counted = queue.throughput(start).await.unwrap();
+    assert_eq!(
+        (counted.processed(), counted.failed()),
+        (7, 3),
+        "{counted:?}"
+    );
+    assert!(counted.minutes.len() >= 3);
+    let lateness = queue.lateness().await.unwrap();
+    assert!(lateness.total() >= 8, "{lateness:?}");
+
+    // Every handle gone (the embedded store closed), then a new one.
+    drop(queue);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let again = store.queue(Duration::from_millis(300), 2).await;
+    let reread = again.throughput(start).await.unwrap();
+    assert_eq!((reread.processed(), reread.failed()), (7, 3), "{reread:?}");
+    assert_eq!(again.lateness().await.unwrap(), lateness);
+    // A `since` in the future reads the minute still counting.
+    let later = again
+        .throughput(SystemTime::now() + Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(later.minutes.len(), 1);
+    let elapsed = later.store_time.duration_since(later.minutes[0].start);
+    assert!(elapsed.unwrap() < Duration::from_secs(60));
+}
+
 #[cfg(feature = "redis")]
 mod layout {
     use super::*;
@@ -982,8 +1204,9 @@ mod layout {
         support::stored_fields(server, "orders", id.as_str())
     }
 
-    // Memory per pending job: a waiting job is its due score and its payload;
-    // the attempt count and the deadline are written at the first delivery,
+    // Memory per pending job: a waiting job is its due score, its payload
+    // and its creation time; the attempt count, the deadline, the claim time
+    // and the holder are written at the first delivery,
     // and the deadline a worker sees is the one scheduled, through a release
     // and a redelivery after a lost lease.
     #[tokio::test]
@@ -996,6 +1219,7 @@ mod layout {
             .await
             .unwrap();
         assert_eq!(stored(&server, &id).await, [true, false, false]);
+        assert!(support::stored_created(&server, "orders", id.as_str()));
         let scheduled = score(&server, "due", &id).await.unwrap();
 
         let job = queue.next().await.unwrap();
@@ -1013,6 +1237,7 @@ mod layout {
         assert_eq!((job.attempt(), deadline_ms(&job)), (2, scheduled));
         job.ack().await.unwrap();
         assert_eq!(stored(&server, &id).await, [false, false, false]);
+        assert!(!support::stored_created(&server, "orders", id.as_str()));
     }
 
     // The same layout after a retry (the attempt count stays: it is the

@@ -269,3 +269,77 @@ async fn a_read_only_handle_creates_nothing() {
         })
     ));
 }
+
+/// A log written by format version 1 (the version before attempt
+/// histories; see `tests/fixtures/version-1/`) opens with the same jobs as
+/// that version read, and the histories it recorded (claims and deaths
+/// with their times, no holders); a look changes nothing; opening it to
+/// write upgrades its header before anything of version 2 is appended,
+/// and it opens again after.
+#[tokio::test]
+async fn a_version_1_log_opens_with_what_it_recorded() {
+    use tiered_timer_jobs::{JobId, JobState, Outcome};
+    let dir = TempDir::new("version-1");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let log = dir.0.join("orders.log");
+    let fixture = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/version-1/orders.log"),
+    )
+    .unwrap();
+    assert_eq!(&fixture[8..12], &1u32.to_le_bytes(), "a version 1 log");
+    std::fs::write(&log, &fixture).unwrap();
+
+    // A look: what version 1 read, and nothing written.
+    let look = Queue::builder(&url(&dir), "orders")
+        .read_only(true)
+        .connect()
+        .await
+        .unwrap();
+    let stats = look.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.leased, stats.dead), (31, 1, 2));
+    drop(look);
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        fixture,
+        "a look writes nothing"
+    );
+
+    let queue = Queue::connect(&url(&dir), "orders").await.unwrap();
+    let stats = queue.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.leased, stats.dead), (31, 1, 2));
+    assert_eq!(&std::fs::read(&log).unwrap()[8..12], &2u32.to_le_bytes());
+    for id in ["order-63", "order-71"] {
+        let dead = queue.job(&JobId::from(id)).await.unwrap().unwrap();
+        assert_eq!(dead.state, JobState::Dead);
+        assert_eq!(dead.created, None, "version 1 did not record it");
+        let last = dead.history.last().expect("its claim was recorded");
+        assert_eq!((last.number, last.outcome), (1, Outcome::Buried));
+        assert_eq!(last.ended, dead.died_at);
+        assert_eq!(last.holder, None);
+        assert!(last.error.as_deref().unwrap().starts_with("card declined"));
+    }
+    let held = queue.job(&JobId::from("order-91")).await.unwrap().unwrap();
+    assert_eq!((held.state, held.attempts), (JobState::Leased, 2));
+    let running = held.history.last().unwrap();
+    assert_eq!((running.number, running.outcome), (2, Outcome::Running));
+    assert_eq!(held.history.len(), 2, "{:?}", held.history);
+
+    // Version 2 records after version 1's, and a reopen reads both.
+    let job = queue.next().await.unwrap();
+    let (id, attempt) = (job.id().clone(), job.attempt());
+    job.ack().await.unwrap();
+    drop(queue);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let queue = Queue::connect(&url(&dir), "orders").await.unwrap();
+    assert_eq!(queue.job(&id).await.unwrap(), None);
+    let stats = queue.stats().await.unwrap();
+    assert_eq!(stats.dead, 2);
+    assert_eq!(
+        stats.pending + stats.leased,
+        31,
+        "one of 32 acked (attempt {attempt})"
+    );
+    let since = std::time::SystemTime::now() - Duration::from_secs(600);
+    assert_eq!(queue.throughput(since).await.unwrap().processed(), 1);
+}

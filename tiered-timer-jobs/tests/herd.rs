@@ -150,7 +150,9 @@ async fn commands_per_job(workers_n: usize, partitions: u32, jobs: u64, spread: 
 // The cost of a job with sixteen workers is the cost with one: no herd.
 // (Before: 22 commands per job with one worker, 110 with sixteen on three
 // partitions.) The bound is loose against a loaded machine, where a
-// worker that is slow to come back hands its baton on (two commands).
+// worker that is slow to come back hands its baton on (two commands). It
+// is 2 higher since the ack counts the job in its minute (a `TIME` and an
+// `HINCRBY` inside the script: 11 became 13; BENCHMARKS.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_per_job_do_not_grow_with_workers_or_partitions() {
     let one = commands_per_job(1, 1, 200, Duration::from_secs(1)).await;
@@ -158,6 +160,6 @@ async fn commands_per_job_do_not_grow_with_workers_or_partitions() {
     println!(
         "commands per job: 1 worker, 1 partition {one:.1}; 16 workers, 3 partitions {many:.1}"
     );
-    assert!(one <= 13.0, "{one:.1} commands per job with one worker");
-    assert!(many <= 13.0, "{many:.1} commands per job with 16 workers");
+    assert!(one <= 15.0, "{one:.1} commands per job with one worker");
+    assert!(many <= 15.0, "{many:.1} commands per job with 16 workers");
 }

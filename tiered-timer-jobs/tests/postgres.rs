@@ -4,7 +4,8 @@
 //! middle), no polling and no herd (counted in the server's statement
 //! log), faults for real (the server restarted under load, a connection
 //! frozen by a proxy), the database's clock against a client an hour
-//! ahead (libfaketime), and the schema created once and never by a look.
+//! ahead (libfaketime), the schema created once and never by a look, and
+//! a schema written by version 1 migrated with its jobs readable.
 //! The delivery contract itself runs on Postgres in tests/contract.rs.
 
 mod support;
@@ -473,19 +474,20 @@ async fn the_schema_is_created_once_by_handles_that_start_together_and_never_by_
         connected.unwrap();
     }
     assert_eq!(server.number(schemas).await, 1);
-    // Each migration applied once (two: the jobs, then recurrences).
+    // Each migration applied once (three: the jobs, recurrences, then
+    // attempt histories and counts per minute).
     assert_eq!(
         server
             .number("SELECT count(*) FROM shop_jobs.schema_version")
             .await,
-        2,
+        3,
         "each migration applied once"
     );
     assert_eq!(
         server
             .number("SELECT count(DISTINCT version) FROM shop_jobs.schema_version")
             .await,
-        2
+        3
     );
     let names: Vec<String> = find_queues(&url, false, Duration::from_secs(5))
         .await
@@ -614,8 +616,8 @@ async fn skewed_client() {
     }
 }
 
-/// A schema at version 1 (before recurring jobs) is brought to version 2
-/// by the next handle that registers: its jobs kept, recurrences then
+/// A schema at version 1 (before recurring jobs and attempt histories) is
+/// brought to the latest version by the next handle that registers: its jobs kept, recurrences then
 /// working; and a second handle changes nothing more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_1_schema_is_migrated_with_its_jobs_kept() {
@@ -631,9 +633,11 @@ async fn a_version_1_schema_is_migrated_with_its_jobs_kept() {
     let mut conn = server.connect().await;
     sqlx::raw_sql(
         "DROP TABLE tiered_timer_jobs.recurrences;
+         DROP TABLE tiered_timer_jobs.throughput;
          DROP INDEX tiered_timer_jobs.jobs_chained;
-         ALTER TABLE tiered_timer_jobs.jobs DROP COLUMN chain;
-         DELETE FROM tiered_timer_jobs.schema_version WHERE version = 2;",
+         ALTER TABLE tiered_timer_jobs.jobs DROP COLUMN chain, DROP COLUMN created_ms,
+           DROP COLUMN claimed_ms, DROP COLUMN holder, DROP COLUMN history;
+         DELETE FROM tiered_timer_jobs.schema_version WHERE version >= 2;",
     )
     .execute(&mut conn)
     .await
@@ -641,11 +645,91 @@ async fn a_version_1_schema_is_migrated_with_its_jobs_kept() {
 
     let queue = Queue::connect(&url, "orders").await.unwrap();
     let versions = "SELECT count(*) FROM tiered_timer_jobs.schema_version";
-    assert_eq!(server.number(versions).await, 2);
+    assert_eq!(server.number(versions).await, 3);
     assert!(queue.job(&JobId::from("kept")).await.unwrap().is_some());
     let hourly = tiered_timer_jobs::Recurrence::every(Duration::from_secs(3600)).unwrap();
     assert!(queue.recur("hourly", hourly, "h").await.unwrap());
     assert_eq!(queue.pending().await.unwrap(), 2);
     Queue::connect(&url, "orders").await.unwrap();
-    assert_eq!(server.number(versions).await, 2, "applied once");
+    assert_eq!(server.number(versions).await, 3, "applied once");
+}
+
+/// The schema as version 1 of the crate created it (the text of its first
+/// migration, `src/postgres/schema.rs`): a fixture of the old layout.
+const VERSION_1: &str = "CREATE SCHEMA old_jobs;
+    CREATE TABLE old_jobs.schema_version (version integer NOT NULL);
+    INSERT INTO old_jobs.schema_version VALUES (1);
+    CREATE TABLE old_jobs.jobs (
+        queue text NOT NULL, id text NOT NULL, state smallint NOT NULL,
+        at_ms bigint NOT NULL, deadline_ms bigint, attempts integer NOT NULL DEFAULT 0,
+        token bigint, last_error text, payload bytea NOT NULL, PRIMARY KEY (queue, id));
+    CREATE INDEX jobs_by_time ON old_jobs.jobs (queue, state, at_ms);
+    CREATE TABLE old_jobs.queues (
+        name text PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT clock_timestamp());
+    CREATE TABLE old_jobs.lateness (queue text NOT NULL, slot integer NOT NULL,
+        bucket integer NOT NULL, count bigint NOT NULL, PRIMARY KEY (queue, slot, bucket));
+    CREATE SEQUENCE old_jobs.tokens;
+    INSERT INTO old_jobs.queues (name) VALUES ('orders');
+    INSERT INTO old_jobs.lateness VALUES ('orders', 0, 0, 5);
+    INSERT INTO old_jobs.jobs (queue, id, state, at_ms, deadline_ms, attempts, token, payload)
+      VALUES ('orders', 'held', 1, 1, 1, 1, 7, 'x'), ('orders', 'waiting', 0, 1, NULL, 0, NULL, 'y');";
+
+/// A schema written by version 1 (no history, holder, creation time or
+/// counts per minute) is migrated by the first handle that registers
+/// (once: a second connect applies nothing), its jobs read with nothing
+/// recorded rather than failing, and they gain a history from then on;
+/// its lateness counts are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_schema_is_migrated_and_its_jobs_still_read() {
+    let server = PostgresServer::start();
+    let mut conn = server.connect().await;
+    sqlx::raw_sql(VERSION_1).execute(&mut conn).await.unwrap();
+    let url = format!("{}?schema=old_jobs", server.url());
+    let queue = Queue::builder(&url, "orders")
+        .lease(Duration::from_millis(200))
+        .max_attempts(3)
+        .holder("new-build")
+        .connect()
+        .await
+        .unwrap();
+    Queue::connect(&url, "orders").await.unwrap();
+    assert_eq!(
+        server
+            .number("SELECT count(*) FROM old_jobs.schema_version")
+            .await,
+        3,
+        "versions 2 and 3 applied once"
+    );
+    let held = queue.job(&JobId::from("held")).await.unwrap().unwrap();
+    assert_eq!(held.attempts, 1);
+    assert_eq!((held.created, held.holder.as_deref()), (None, None));
+    assert!(held.history.is_empty(), "{:?}", held.history);
+    assert_eq!(queue.lateness().await.unwrap().total(), 5);
+
+    // Its lease ran out long ago: taken back (its attempt was not
+    // recorded, so the history starts with this claim), then failed.
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let job = tokio::time::timeout(WAIT, queue.next())
+            .await
+            .unwrap()
+            .unwrap();
+        ids.push(job.id().as_str().to_owned());
+        job.fail("boom").await.unwrap();
+    }
+    ids.sort();
+    assert_eq!(ids, ["held", "waiting"]);
+    for id in ["held", "waiting"] {
+        let info = queue.job(&JobId::from(id)).await.unwrap().unwrap();
+        let outcomes: Vec<String> = info.history.iter().map(|a| a.outcome.to_string()).collect();
+        assert_eq!(outcomes, ["failed"], "{id}");
+        assert_eq!(info.history[0].holder.as_deref(), Some("new-build"));
+        assert_eq!(info.created, None, "{id} was scheduled by version 1");
+    }
+    let counted = queue
+        .throughput(SystemTime::now() - Duration::from_secs(600))
+        .await
+        .unwrap();
+    // The lease that ran out and the two failures.
+    assert_eq!((counted.processed(), counted.failed()), (0, 3));
 }

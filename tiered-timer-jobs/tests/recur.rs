@@ -81,6 +81,7 @@ on_both_backends!(
     recur_replaces_and_unrecur_removes_the_waiting_occurrence,
     pause_and_resume,
     bad_specs_zones_and_names_are_errors_that_write_nothing,
+    an_occurrence_keeps_a_history_like_any_job,
 );
 
 /// Eight handles (on Redis: eight connections, as eight processes would
@@ -276,6 +277,31 @@ async fn pause_and_resume(store: Store) {
     let info = only(&queue).await;
     assert!(!info.paused);
     assert!(info.next.unwrap() > info.last.unwrap());
+}
+
+/// An occurrence is an ordinary job to an operator too: created by the
+/// store, held by the handle that claimed it, its attempts kept (the
+/// claim of an occurrence is its own statement on Postgres, which once
+/// recorded neither).
+async fn an_occurrence_keeps_a_history_like_any_job(store: Store) {
+    let queue = store.queue(Duration::from_secs(30), 3).await;
+    queue.recur("tick", every_second(), "t").await.unwrap();
+    let job = next(&queue).await;
+    let id = job.id().clone();
+    let held = queue.job(&id).await.unwrap().expect("the occurrence");
+    assert!(held.created.is_some(), "{held:?}");
+    assert!(held.holder.is_some(), "{held:?}");
+    job.fail("no printer").await.unwrap();
+    let info = queue
+        .job(&id)
+        .await
+        .unwrap()
+        .expect("the occurrence, retried");
+    assert_eq!(info.history.len(), 1, "{info:?}");
+    let attempt = &info.history[0];
+    assert_eq!(attempt.outcome.to_string(), "failed");
+    assert_eq!(attempt.holder, held.holder);
+    assert_eq!(attempt.error.as_deref(), Some("no printer"));
 }
 
 /// Bad specs and zones are typed errors when the recurrence is built;

@@ -438,6 +438,16 @@ fn job_json(name: &str, job: &JobInfo) -> Value {
         "died_at": time_json(job.died_at),
         "attempts": job.attempts,
         "last_error": job.last_error,
+        "created": time_json(job.created),
+        "holder": job.holder,
+        "history": job.history.iter().map(|a| json!({
+            "number": a.number,
+            "claimed": time_json(Some(a.claimed)),
+            "holder": a.holder,
+            "outcome": a.outcome.as_str(),
+            "ended": time_json(a.ended),
+            "error": a.error,
+        })).collect::<Vec<_>>(),
         "payload_len": job.payload.len(),
         "payload_text": text,
         "payload_hex": if text.is_none() { Some(hex(&job.payload)) } else { None },
@@ -566,6 +576,12 @@ fn show_job(name: &str, job: &JobInfo) -> String {
         state => state.to_string(),
     };
     rows.push(vec!["state".into(), state]);
+    if let Some(holder) = &job.holder {
+        rows.push(vec!["held by".into(), safe(holder)]);
+    }
+    if let Some(created) = job.created {
+        rows.push(vec!["created".into(), at(created)]);
+    }
     if let Some(due) = job.due {
         rows.push(vec!["due".into(), at(due)]);
     }
@@ -588,11 +604,43 @@ fn show_job(name: &str, job: &JobInfo) -> String {
             payload(&job.payload, job.payload.len() as u64, 2000)
         ),
     ]);
-    format!(
+    let mut out = format!(
         "job {} in {name} (partition {})\n\n{}",
         safe(job.id.as_str()),
         job.partition,
         table(&rows, &[false, false])
+    );
+    out.push_str(&show_history(job));
+    out
+}
+
+/// A job's last attempts as a table (oldest first), or why there is none.
+fn show_history(job: &JobInfo) -> String {
+    if job.history.is_empty() {
+        return if job.attempts == 0 {
+            "\nnot delivered yet\n".to_owned()
+        } else {
+            "\nno attempt recorded (made before the store kept them)\n".to_owned()
+        };
+    }
+    let now = job.redis_time;
+    let mut rows = vec![["#", "claimed", "by", "outcome", "ended", "error"]
+        .map(str::to_owned)
+        .to_vec()];
+    for a in &job.history {
+        rows.push(vec![
+            a.number.to_string(),
+            relative(a.claimed, now),
+            a.holder.as_deref().map_or("-".to_owned(), safe),
+            a.outcome.to_string(),
+            a.ended.map_or("-".to_owned(), |t| relative(t, now)),
+            a.error.as_deref().map_or("-".to_owned(), safe),
+        ]);
+    }
+    format!(
+        "\nlast {} attempt(s), oldest first\n{}",
+        job.history.len(),
+        table(&rows, &[true, true, false, false, true, false])
     )
 }
 

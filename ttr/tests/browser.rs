@@ -7,7 +7,10 @@
 //! text (no script runs) in the listing and on the job's own page, actions
 //! show disabled before a login and are refused without the token,
 //! without the CSRF token and from another origin, and requeueing a dead
-//! letter after logging in moves it back. It also takes a screenshot of the
+//! letter after logging in moves it back; a job's page shows its attempt
+//! history and its holder, and the throughput chart shows the jobs
+//! processed and failed before `ttr serve` started (the store's counts,
+//! not the dashboard's samples). It also takes a screenshot of the
 //! overview (`$CARGO_TARGET_TMPDIR/overview.png`, or `$TTR_SCREENSHOT`).
 //!
 //! Without chromium and chromedriver the test fails, saying how to install
@@ -104,6 +107,7 @@ async fn the_dashboard_in_a_real_browser() {
     let url = server.url();
     let orders = Queue::builder(&url, "orders")
         .max_attempts(3)
+        .holder("billing-1")
         .connect()
         .await
         .unwrap();
@@ -133,6 +137,14 @@ async fn the_dashboard_in_a_real_browser() {
         };
         job.bury(reason).await.unwrap();
     }
+    // Three processed before the dashboard starts: only the store knows.
+    orders
+        .schedule_many((0..3).map(|i| (Duration::ZERO, format!("done {i}"))))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        orders.next().await.unwrap().ack().await.unwrap();
+    }
     orders.schedule_at(at(t0 - 120_000), "late").await.unwrap();
     let held = orders.next().await.unwrap(); // leased while the test runs
     orders.schedule_at(at(t0 - 60_000), "late").await.unwrap();
@@ -149,6 +161,7 @@ async fn the_dashboard_in_a_real_browser() {
         .await
         .unwrap();
 
+    let serve_started_ms = server.now_ms().await;
     let (_serve, address) = serve(&url);
     let (_driver, driver_port) = chromedriver();
     let profile = std::env::temp_dir().join(format!("ttr-chromium-{}", std::process::id()));
@@ -266,10 +279,60 @@ async fn the_dashboard_in_a_real_browser() {
     assert_eq!(text(&client, r#"td[data-k="state"]"#).await, "dead");
     assert_eq!(text(&client, r#"td[data-k="error"]"#).await, HOSTILE);
     assert_eq!(text(&client, "#payload").await, "<b>payload</b>");
-    assert!(text(&client, "#attempts").await.contains("died"));
+    // Its attempt history: one attempt, by this test's holder, buried
+    // with its error.
+    let attempt = r#"#attempts tbody tr[data-outcome="buried"]"#;
+    assert_eq!(
+        client
+            .find_all(Locator::Css("#attempts tbody tr"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let cells = text(&client, attempt).await;
+    assert!(
+        cells.contains("billing-1") && cells.contains(HOSTILE),
+        "{cells}"
+    );
     assert!(client.get_alert_text().await.is_err(), "no alert is open");
     let requeue_job = wait_for(&client, r#"#job-actions button[data-action="requeue"]"#).await;
     assert!(!requeue_job.is_enabled().await.unwrap());
+    // The leased job's page names its holder, and its running attempt.
+    client
+        .goto(&format!("{base}/queues/orders/jobs/{}", held.id().as_str()))
+        .await
+        .unwrap();
+    assert_eq!(text(&client, r#"td[data-k="holder"]"#).await, "billing-1");
+    wait_for(&client, r#"#attempts tr[data-outcome="running"]"#).await;
+
+    // The queue's throughput chart shows what was processed and failed
+    // before the dashboard started, in the minutes it happened: read from
+    // the store, not sampled by the dashboard.
+    client.goto(&format!("{base}/queues/orders")).await.unwrap();
+    let mut counted = (0, 0);
+    let mut earliest_counted = u64::MAX;
+    for minute in client
+        .find_all(Locator::Css("#throughput g.minute"))
+        .await
+        .unwrap()
+    {
+        let number = |value: Option<String>| value.unwrap().parse::<u64>().unwrap();
+        let processed = number(minute.attr("data-processed").await.unwrap());
+        let failed = number(minute.attr("data-failed").await.unwrap());
+        counted = (counted.0 + processed, counted.1 + failed);
+        if processed + failed > 0 {
+            let start = number(minute.attr("data-start").await.unwrap());
+            earliest_counted = earliest_counted.min(start * 1000);
+        }
+    }
+    assert_eq!(counted, (3, 2), "3 acked, 2 buried before serve started");
+    assert!(
+        earliest_counted <= serve_started_ms,
+        "a minute from before the dashboard started: {earliest_counted} > {serve_started_ms}"
+    );
+    let caption = text(&client, "#throughput figcaption").await;
+    assert!(caption.ends_with("3 processed, 2 failed"), "{caption}");
     client
         .goto(&format!("{base}/queues/orders?tab=dead"))
         .await

@@ -647,6 +647,77 @@ async fn jobs_are_inspected_listed_cancelled_and_promoted() {
     );
 }
 
+/// `ttr job` tells a job's attempts: who held each, how it ended and with
+/// what error, and who holds it now; `--json` has them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_prints_its_attempts_and_its_holder() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::builder(&url, "orders")
+        .holder("billing-7")
+        .connect()
+        .await
+        .unwrap();
+    queue
+        .schedule_with_id("order-710", Duration::ZERO, "charge")
+        .await
+        .unwrap();
+    let next = || async {
+        tokio::time::timeout(Duration::from_secs(10), queue.next())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    next()
+        .await
+        .retry_after_with_reason(Duration::ZERO, "card declined: <insufficient funds>")
+        .await
+        .unwrap();
+    let _held = next().await;
+    let text = stdout(&ttr(&["--url", &url, "job", "orders", "order-710"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("held by ") && l.ends_with(" billing-7")),
+        "{text}"
+    );
+    assert!(text.contains("created "), "{text}");
+    assert!(text.contains("last 2 attempt(s), oldest first"), "{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("last 2"))
+        .skip(2)
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows[0].starts_with("1 "), "{text}");
+    assert!(rows[0].contains("billing-7  failed"), "{text}");
+    assert!(
+        rows[0].ends_with("card declined: <insufficient funds>"),
+        "{text}"
+    );
+    assert!(rows[1].contains("billing-7  running "), "{text}");
+    assert!(rows[1].ends_with(" -  -"), "no end, no error: {text}");
+
+    let json: serde_json::Value = serde_json::from_str(&stdout(&ttr(&[
+        "--url",
+        &url,
+        "--json",
+        "job",
+        "orders",
+        "order-710",
+    ])))
+    .unwrap();
+    assert_eq!(json["holder"], "billing-7");
+    assert!(json["created"].is_string(), "{json}");
+    let history = json["history"].as_array().unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0]["outcome"], "failed");
+    assert_eq!(history[0]["number"], 1);
+    assert_eq!(history[0]["error"], "card declined: <insufficient funds>");
+    assert!(history[0]["ended"].is_string());
+    assert_eq!(history[1]["outcome"], "running");
+    assert!(history[1]["ended"].is_null());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_watch_prints_every_interval() {
     let server = RedisServer::start();
@@ -819,6 +890,7 @@ async fn on_an_embedded_store() {
 async fn on_postgres() {
     let server = support::postgres::PostgresServer::start();
     let url = format!("{}?schema=ops", server.url());
+    let holder = "pg-worker";
     // A look first: no queue, no schema created.
     let missing = ttr(&["--url", &url, "stats", "orders"]);
     assert_eq!(missing.status.code(), Some(1), "{}", stderr(&missing));
@@ -840,6 +912,7 @@ async fn on_postgres() {
 
     let queue = Queue::builder(&url, "orders")
         .max_attempts(1)
+        .holder(holder)
         .connect()
         .await
         .unwrap();
@@ -880,6 +953,12 @@ async fn on_postgres() {
     );
     let job = stdout(&ttr(&["--url", &url, "job", "orders", "later"]));
     assert!(job.contains("waiting"), "{job}");
+    // The dead letter's history, as Postgres kept it.
+    let bad = stdout(&ttr(&["--url", &url, "job", "orders", "bad"]));
+    assert!(
+        bad.contains("buried") && bad.contains(holder) && bad.contains("no such order"),
+        "{bad}"
+    );
     let pending = stdout(&ttr(&["--url", &url, "pending", "orders"]));
     assert!(pending.contains("later"), "{pending}");
     let requeue = ttr(&["--url", &url, "requeue", "orders", "bad"]);

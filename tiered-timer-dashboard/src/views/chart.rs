@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use maud::{html, Markup};
-use tiered_timer_jobs::Lateness;
+use tiered_timer_jobs::{Lateness, Throughput};
 
 use crate::app::{Sample, WINDOW};
 use crate::human;
@@ -121,6 +121,64 @@ pub(crate) fn lines(
     }
 }
 
+/// Jobs processed and failed per minute, as the store counted them (so
+/// minutes from before the dashboard started are there): one bar per
+/// minute, processed below and failed stacked on it, each minute an SVG
+/// group carrying its start (seconds since the epoch) and counts.
+pub(crate) fn throughput(title: &str, throughput: &Throughput) -> Markup {
+    let minutes = &throughput.minutes;
+    let max = minutes
+        .iter()
+        .map(|m| m.processed + m.failed)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let plot_w = WIDTH - LEFT - 8.0;
+    let plot_h = HEIGHT - TOP - BOTTOM;
+    let bar = plot_w / minutes.len().max(1) as f64;
+    let y = |v: u64| plot_h * v as f64 / max as f64;
+    let caption = format!(
+        "{title} · last {} min: {} processed, {} failed",
+        minutes.len(),
+        throughput.processed(),
+        throughput.failed()
+    );
+    html! {
+        figure #throughput {
+            figcaption { (caption) }
+            svg.chart viewBox=(view_box()) role="img" aria-label=(caption) {
+                @for value in [0, max / 2, max] {
+                    line x1=(LEFT) y1=(at(TOP + plot_h - y(value))) x2=(WIDTH - 8.0) y2=(at(TOP + plot_h - y(value))) stroke="#e3e6ea" {}
+                    text x=(LEFT - 4.0) y=(at(TOP + plot_h - y(value) + 4.0)) text-anchor="end" class="axis" { (value) }
+                }
+                @if let Some(first) = minutes.first() {
+                    text x=(LEFT) y=(HEIGHT - 4.0) class="axis" { (human::utc(first.start)) }
+                }
+                text x=(WIDTH - 8.0) y=(HEIGHT - 4.0) text-anchor="end" class="axis" { "now" }
+                @for (i, m) in minutes.iter().enumerate() {
+                    @let left = LEFT + i as f64 * bar;
+                    @let ok = y(m.processed);
+                    @let bad = y(m.failed);
+                    @let start = m.start.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+                    g.minute data-start=(start) data-processed=(m.processed) data-failed=(m.failed) {
+                        title { (human::utc(m.start)) ": " (m.processed) " processed, " (m.failed) " failed" }
+                        @if m.processed > 0 {
+                            rect x=(at(left + 0.5)) y=(at(TOP + plot_h - ok)) width=(at((bar - 1.0).max(0.5))) height=(at(ok)) fill="#3aa17e" {}
+                        }
+                        @if m.failed > 0 {
+                            rect x=(at(left + 0.5)) y=(at(TOP + plot_h - ok - bad)) width=(at((bar - 1.0).max(0.5))) height=(at(bad)) fill="#d64545" {}
+                        }
+                    }
+                }
+            }
+            div.legend {
+                span { i style="background:#3aa17e" {} "processed " b { (throughput.processed()) } }
+                span { i style="background:#d64545" {} "failed " b { (throughput.failed()) } }
+            }
+        }
+    }
+}
+
 /// The lateness histogram as bars, one per bucket, with the count above
 /// each non-empty bar and the bucket's bound below.
 pub(crate) fn histogram(title: &str, lateness: &Lateness) -> Markup {
@@ -140,7 +198,7 @@ pub(crate) fn histogram(title: &str, lateness: &Lateness) -> Markup {
         _ => "no claims recorded yet".to_owned(),
     };
     html! {
-        figure {
+        figure #lateness {
             figcaption { (title) }
             svg.chart viewBox=(view_box()) role="img" aria-label=(title) {
                 @for (i, (bound, count)) in buckets.iter().enumerate() {

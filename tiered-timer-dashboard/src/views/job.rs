@@ -1,15 +1,12 @@
-//! A job's page (`queues/{queue}/jobs/{id}`): its state and times, its
-//! attempts, its payload, and the actions its state allows.
-//!
-//! What the store does not keep yet has its place here, filled from what
-//! [`JobInfo`] gives: the attempts are the last one only (a bounded history
-//! kept with the job would fill [`attempts_of`]), and the lease's holder
-//! and the job's creation time are not shown.
+//! A job's page (`queues/{queue}/jobs/{id}`): its state and times (created,
+//! due, lease, death), who holds it, its last attempts as the store keeps
+//! them (who claimed each, when, how it ended and with what error), its
+//! payload, and the actions its state allows.
 
 use std::time::SystemTime;
 
 use maud::{html, Markup};
-use tiered_timer_jobs::{JobInfo, JobState};
+use tiered_timer_jobs::{JobInfo, JobState, Outcome, HISTORY_LEN};
 
 use super::queue::{button, Field};
 use super::{can_act_note, csrf_field, layout, Crumb};
@@ -22,33 +19,13 @@ use crate::text;
 /// The most payload bytes the page shows (as text, or hex).
 const PAYLOAD_SHOWN: usize = 64 * 1024;
 
-/// One delivery of a job, as the page lists it.
-struct Attempt {
-    number: u32,
-    /// When it ended, if it did and the store says when.
-    ended: Option<SystemTime>,
-    outcome: &'static str,
-    error: Option<String>,
-}
-
-/// The attempts the store knows of: today the last one (its number, how
-/// it ended, its error), since only the last error is kept with a job.
-fn attempts_of(job: &JobInfo) -> Vec<Attempt> {
-    if job.attempts == 0 {
-        return Vec::new();
+/// The style of an outcome's cell: failures stand out.
+fn outcome_class(outcome: Outcome) -> Option<&'static str> {
+    match outcome {
+        Outcome::Running => Some("run"),
+        o if o.is_failure() => Some("err"),
+        _ => None,
     }
-    let (outcome, ended) = match job.state {
-        JobState::Leased => ("running", None),
-        JobState::Dead => ("died", job.died_at),
-        JobState::Waiting if job.last_error.is_some() => ("failed; retry waiting", None),
-        JobState::Waiting => ("given back", None),
-    };
-    vec![Attempt {
-        number: job.attempts,
-        ended,
-        outcome,
-        error: job.last_error.clone(),
-    }]
 }
 
 /// What may be done to a job in its state: a waiting job not yet due may
@@ -94,7 +71,6 @@ pub(crate) fn page(
 fn found_job(app: &App, visit: &Visit, name: &str, id: &str, job: &JobInfo) -> Markup {
     let now = job.redis_time;
     let when = |t: SystemTime| format!("{} ({})", human::utc(t), relative(t, now));
-    let attempts = attempts_of(job);
     html! {
         h1 { (id) }
         p.sub {
@@ -103,6 +79,12 @@ fn found_job(app: &App, visit: &Visit, name: &str, id: &str, job: &JobInfo) -> M
         }
         table.facts #job {
             tr { th { "State" } td data-k="state" { (job.state) } }
+            @if let Some(holder) = &job.holder {
+                tr { th { "Held by" } td data-k="holder" { (holder) } }
+            }
+            @if let Some(created) = job.created {
+                tr { th { "Created" } td data-k="created" { (when(created)) } }
+            }
             @if let Some(due) = job.due { tr { th { "Due" } td data-k="due" { (when(due)) } } }
             @if let Some(expiry) = job.lease_expiry {
                 tr { th { "Lease until" } td data-k="lease" { (when(expiry)) } }
@@ -113,24 +95,33 @@ fn found_job(app: &App, visit: &Visit, name: &str, id: &str, job: &JobInfo) -> M
         }
         (actions(app, visit, name, id, job))
         h2 { "Attempts" }
-        @if attempts.is_empty() {
+        @if job.history.is_empty() && job.attempts == 0 {
             p.note #attempts { "Not delivered yet." }
+        } @else if job.history.is_empty() {
+            p.note #attempts { "No attempt recorded: they were made before the store kept them." }
         } @else {
             table #attempts {
-                thead { tr { th.n { "#" } th { "Outcome" } th { "Ended" } th { "Error" } } }
+                thead {
+                    tr {
+                        th.n { "#" } th { "Claimed" } th { "By" } th { "Outcome" } th { "Ended" }
+                        th { "Error" }
+                    }
+                }
                 tbody {
-                    @for attempt in &attempts {
-                        tr {
+                    @for attempt in &job.history {
+                        tr data-outcome=(attempt.outcome.as_str()) {
                             td.n { (attempt.number) }
-                            td { (attempt.outcome) }
+                            td { (when(attempt.claimed)) }
+                            td { (attempt.holder.as_deref().unwrap_or("-")) }
+                            td class=[outcome_class(attempt.outcome)] { (attempt.outcome) }
                             td { @if let Some(t) = attempt.ended { (when(t)) } @else { "-" } }
                             td.err { (attempt.error.as_deref().unwrap_or("")) }
                         }
                     }
                 }
             }
-            @if job.attempts > 1 {
-                p.note { "Earlier attempts are not recorded by the store: the last error only." }
+            @if job.history.len() == HISTORY_LEN {
+                p.note { "The last " (HISTORY_LEN) " attempts: the store keeps no more." }
             }
         }
         h2 { "Payload (" (human::bytes(job.payload.len() as u64)) ")" }

@@ -3,7 +3,7 @@
 //! leased, dead), paged, with their actions.
 
 use maud::{html, Markup};
-use tiered_timer_jobs::{JobSummary, Lateness, Listing, Page, RecurrenceInfo, Stats};
+use tiered_timer_jobs::{JobSummary, Lateness, Listing, Page, RecurrenceInfo, Stats, Throughput};
 
 use super::{can_act_note, chart, csrf_field, layout, overdue, Crumb};
 use crate::actions::Action;
@@ -17,7 +17,12 @@ pub(crate) struct QueuePage<'a> {
     pub(crate) name: &'a str,
     pub(crate) stats: &'a Stats,
     pub(crate) samples: &'a [Sample],
+    /// The store's lateness counters: every claim it counted.
     pub(crate) lateness: &'a Lateness,
+    /// The claims counted while this dashboard watched (its window).
+    pub(crate) recent: &'a Lateness,
+    /// The store's counts per minute over the window.
+    pub(crate) throughput: &'a Throughput,
     pub(crate) listing: Listing,
     pub(crate) page_no: usize,
     pub(crate) page: &'a Page,
@@ -41,8 +46,15 @@ pub(crate) fn page(app: &App, visit: &Visit, q: &QueuePage<'_>) -> Markup {
             (card("dead", "Dead", html! { (s.dead) }))
         }
         div.charts {
+            (chart::throughput("Processed and failed per minute", q.throughput))
             (chart::depth("Depth", s.redis_time, q.samples))
-            (chart::histogram("Lateness of recent claims · last hour", q.lateness))
+            (chart::histogram("Claim lateness · every claim the store counted", q.lateness))
+        }
+        @if let (Some(p50), Some(p99)) = (q.recent.quantile(0.5), q.recent.quantile(0.99)) {
+            p.note #recent-lateness {
+                "Claims while this dashboard watched: " (q.recent.total()) "; half within "
+                (human::duration(p50)) ", 99% within " (human::duration(p99)) "."
+            }
         }
         (recurrences(app, visit, q))
         form.bar method="get" action=(visit.find_url(q.name)) {

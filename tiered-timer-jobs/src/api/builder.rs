@@ -14,6 +14,7 @@ use crate::contract::Settings;
 use crate::data::checks::check_queue_name;
 use crate::data::clock::Clock;
 use crate::data::error::Error;
+use crate::data::history::{check_holder, default_holder};
 use crate::data::limits::{millis_up, LEASE_RANGE, MAX_PARTITIONS, MAX_SPAN_MS};
 
 impl Queue {
@@ -72,6 +73,7 @@ impl Queue {
                 partitions: None,
                 cluster: false,
                 clock: Clock::system(),
+                holder: default_holder(),
             },
         }
     }
@@ -119,6 +121,7 @@ impl fmt::Debug for Builder {
             .field("partitions", &s.partitions)
             .field("cluster", &s.cluster)
             .field("clock", &s.clock)
+            .field("holder", &s.holder)
             .finish()
     }
 }
@@ -387,6 +390,36 @@ impl Builder {
         self
     }
 
+    /// Who this handle's claims are recorded as held by: a host or
+    /// process name, shown with each attempt in a job's history
+    /// ([`JobInfo::history`](crate::JobInfo::history)), as the holder of a
+    /// leased job ([`JobInfo::holder`](crate::JobInfo::holder)), by
+    /// `ttr job` and on the dashboard's job page. 1 to
+    /// [`MAX_HOLDER`](crate::MAX_HOLDER) bytes without control characters
+    /// ([`connect`](Builder::connect) checks it).
+    ///
+    /// Default: `hostname:pid` (the host's name from the kernel, or the
+    /// `HOSTNAME` variable), which tells which machine and which process
+    /// held a job that hung, the way Sidekiq names its processes. Give
+    /// your own where that says less than you know: a pod's name, a
+    /// worker's number.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), tiered_timer_jobs::Error> {
+    /// let queue = tiered_timer_jobs::Queue::builder("file:///var/lib/shop/jobs", "orders")
+    ///     .holder("billing-worker-3")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn holder(mut self, name: impl Into<String>) -> Builder {
+        self.settings.holder = name.into();
+        self
+    }
+
     /// Checks the settings and connects.
     ///
     /// On its first connect, a queue records its partition count in Redis
@@ -444,5 +477,5 @@ fn check(settings: &Settings) -> Result<(), Error> {
     if settings.prefetch > 1000 {
         return invalid("prefetch must be at most 1000");
     }
-    Ok(())
+    check_holder(&settings.holder).or_else(invalid)
 }

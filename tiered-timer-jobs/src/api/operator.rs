@@ -1,5 +1,6 @@
 //! The operator's calls on a queue: its numbers ([`Queue::stats`]), how
-//! late claims were ([`Queue::lateness`]), the dead letters
+//! late claims were ([`Queue::lateness`]), how many jobs were processed
+//! and failed per minute ([`Queue::throughput`]), the dead letters
 //! ([`Queue::dead_letters`], [`Queue::requeue`], [`Queue::requeue_all`],
 //! [`Queue::purge`], [`Queue::purge_all`]), single jobs and pages of jobs
 //! ([`Queue::job`], [`Queue::list`]) and making a waiting job due now
@@ -20,6 +21,7 @@
 use super::queue::Queue;
 use crate::data::checks::check_job_id;
 use crate::data::error::Error;
+use crate::data::history::{ms_since_epoch, Throughput};
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::limits::{MAX_OFFSET, MAX_PARTITIONED_END};
@@ -76,6 +78,41 @@ impl Queue {
     /// ```
     pub async fn lateness(&self) -> Result<Lateness, Error> {
         self.inner.backend.lateness().await
+    }
+
+    /// How many jobs were processed (acked) and how many attempts failed
+    /// (see [`Outcome::is_failure`](crate::Outcome::is_failure)), per
+    /// minute by the store's clock, from the minute holding `since` to
+    /// now, summed over the partitions; minutes older than
+    /// [`THROUGHPUT_MINUTES`](crate::THROUGHPUT_MINUTES) are not kept.
+    ///
+    /// The counts are the store's, kept with the jobs (on Redis one
+    /// `HINCRBY` inside the ack and failure scripts, in a hash per
+    /// partition; in the embedded store derived from its log's records,
+    /// and kept through compaction; on Postgres in a table written by
+    /// the ack and failure statements), so a dashboard or tool started
+    /// now sees the minutes before it, and every process' work. One
+    /// script per partition (one statement on Postgres).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`], [`Error::Redis`] or [`Error::Postgres`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, SystemTime};
+    /// # use tiered_timer_jobs::Queue;
+    /// # async fn demo(queue: Queue) -> Result<(), tiered_timer_jobs::Error> {
+    /// let since = SystemTime::now() - Duration::from_secs(15 * 60);
+    /// for minute in queue.throughput(since).await?.minutes {
+    ///     println!("{:?}: {} ok, {} failed", minute.start, minute.processed, minute.failed);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn throughput(&self, since: std::time::SystemTime) -> Result<Throughput, Error> {
+        self.inner.backend.throughput(ms_since_epoch(since)).await
     }
 
     /// Up to `limit` dead letters, the most recent deaths first, with their
@@ -202,9 +239,10 @@ impl Queue {
     }
 
     /// Everything stored about one job: its state, due time, lease expiry
-    /// or time of death, attempts, last error and payload; `None` if the
-    /// id is not waiting, leased or dead (done, cancelled, purged or never
-    /// scheduled).
+    /// or time of death, attempts, last error and payload, when it was
+    /// created, who holds its lease, and its last attempts
+    /// ([`JobInfo::history`]); `None` if the id is not waiting, leased or
+    /// dead (done, cancelled, purged or never scheduled).
     ///
     /// One script on the job's partition: one snapshot by Redis' clock.
     ///

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::SystemTime;
 
+use super::history::Attempt;
 use super::id::JobId;
 
 /// The most jobs one [`Queue::list`](crate::Queue::list) returns.
@@ -100,6 +101,18 @@ pub struct JobInfo {
     pub last_error: Option<String>,
     /// The payload, whole.
     pub payload: Vec<u8>,
+    /// When it was scheduled, by the store's clock (`None` for a job
+    /// scheduled by an earlier version, which did not record it).
+    pub created: Option<SystemTime>,
+    /// Who holds its lease (leased jobs only): the
+    /// [`Builder::holder`](crate::Builder::holder) of the handle that
+    /// claimed it, if recorded.
+    pub holder: Option<String>,
+    /// Its last attempts, oldest first, the running one last (at most
+    /// [`HISTORY_LEN`](crate::HISTORY_LEN); see [`Attempt`]). Empty for a
+    /// job never delivered; attempts made by an earlier version that did
+    /// not record them are missing.
+    pub history: Vec<Attempt>,
 }
 
 /// Which jobs [`Queue::list`](crate::Queue::list) lists, and in what order.

@@ -8,6 +8,7 @@ pub(crate) mod checks;
 pub(crate) mod clock;
 pub(crate) mod cron;
 pub(crate) mod error;
+pub(crate) mod history;
 pub(crate) mod human;
 pub(crate) mod id;
 pub(crate) mod lateness;

@@ -27,6 +27,7 @@ use crate::contract::{
     Settings,
 };
 use crate::data::error::Error;
+use crate::data::history::{history, Throughput};
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::limits::{at_ms, CHUNK_BYTES, CHUNK_JOBS};
@@ -44,6 +45,8 @@ const BATCH: usize = 1_000;
 pub(crate) struct EmbeddedBackend {
     name: String,
     log: Arc<QueueLog>,
+    /// Who this handle's claims are for (`Builder::holder`).
+    holder: Arc<str>,
     lease_ms: u64,
     max_attempts: u32,
     /// Set by `close`: claims fail with [`Error::Closed`].
@@ -122,6 +125,7 @@ impl Backend for EmbeddedBackend {
         Ok(EmbeddedBackend {
             name: name.clone(),
             log,
+            holder: Arc::from(settings.holder.as_str()),
             lease_ms: settings.lease_ms(),
             max_attempts: settings.max_attempts,
             closed: AtomicBool::new(false),
@@ -386,6 +390,12 @@ impl Backend for EmbeddedBackend {
         Ok(Lateness::from_counts(self.log.lateness().to_vec()))
     }
 
+    async fn throughput(&self, since_ms: u64) -> Result<Throughput, Error> {
+        self.follow().await?;
+        let (now, counts) = self.log.throughput(since_ms);
+        Ok(Throughput::from_counts(now, since_ms, counts))
+    }
+
     async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, Error> {
         self.follow().await?;
         let mut all = Vec::new();
@@ -449,6 +459,9 @@ impl Backend for EmbeddedBackend {
             attempts: row.attempts,
             last_error: row.last_error,
             payload: row.payload,
+            created: row.created_ms.map(at_ms),
+            holder: row.running.as_ref().and_then(|r| r.holder.clone()),
+            history: history(row.ended, row.running),
         }))
     }
 
@@ -552,10 +565,11 @@ impl EmbeddedBackend {
     async fn claim_once(&self, max: usize) -> Result<ClaimOutcome, Error> {
         let log = Arc::clone(&self.log);
         let (lease_ms, max_attempts) = (self.lease_ms, self.max_attempts);
+        let holder = Arc::clone(&self.holder);
         let mut claim = FinishOnDrop {
             log: Arc::clone(&self.log),
             claim: Some(Box::pin(async move {
-                log.claim(max, lease_ms, max_attempts).await
+                log.claim_as(max, lease_ms, max_attempts, &holder).await
             })),
         };
         let outcome = std::future::poll_fn(|cx| {

@@ -25,7 +25,7 @@
 //! | 3 | `Lease` | slot, gen, attempts, at, redelivery | the job was claimed at `at` (its `attempts`-th delivery) |
 //! | 4 | `Dead` | slot, gen, at, attempts | the job died at `at` |
 //! | 5 | `Error` | slot, gen, reason | its last error (empty: none) |
-//! | 6 | `Remove` | slot, gen | the job is gone (ack, cancel, purge) |
+//! | 6 | `Remove` | slot, gen | the job is gone (cancel, purge; an ack in version 1) |
 //! | 7 | `Lateness` | 20 counters | the lateness histogram as compaction found it |
 //! | 16 | `RecurDefine` | name, version, paused, spec, zone, policy, payload | a recurrence registered, replaced, paused or resumed |
 //! | 17 | `RecurState` | name, pending (at, slot, gen), last, run | where its chain is: the occurrence waiting (0: none), the last delivered, missed ones delivered in a row |
@@ -36,6 +36,29 @@
 //! recurrence's waiting occurrence writes, in its frame, the occurrence's
 //! `Lease` (or `Remove`, if skipped), the next occurrence's `New` and the
 //! recurrence's `RecurState`: the chain moves in one frame or not at all.
+//! | 8 | `New` (v2) | as 1, then created | as 1, and when it was created |
+//! | 9 | `Lease` (v2) | as 3, then holder (u8 length) | as 3, and who claimed it |
+//! | 10 | `Wait` (v2) | as 2, then at, why | as 2, and when, and what ended the attempt (0: nothing, 1 retried, 2 failed, 3 released) |
+//! | 11 | `Acked` | slot, gen, at | the job was acked at `at`: gone |
+//! | 12 | `History` | slot, gen, ended attempts | the job's ended attempts as compaction found them |
+//! | 13 | `Throughput` | minutes | the counts per minute as compaction found them |
+//!
+//! A job's history and the queue's counts per minute are derived from
+//! these as they are replayed (a claim starts an attempt; the wait, death,
+//! redelivery or ack that follows ends it), so they cost a few bytes per
+//! record, and compaction keeps them with `History` and `Throughput`.
+//!
+//! # Versions
+//!
+//! Version 2 (records 8 to 13) records the holder of a claim, when an
+//! attempt ended and how, when a job was created and when it was acked;
+//! version 1 had records 1 to 7. This code reads both and writes version 2
+//! records only: opening a version 1 log to write rewrites its header to
+//! version 2 first (one write inside its first sector, synced), so a build
+//! that reads version 1 only says so instead of taking the new records
+//! for damage. What a version 1 log did not record (holders, the end of a
+//! retried or released attempt, creation times, acks' minutes) is missing
+//! from the histories and counts derived from it.
 //!
 //! Lease expiries and tokens are not logged: a store is open in one
 //! process at a time (its lock), so when it opens every lease found is a
@@ -76,8 +99,10 @@ use super::fs::LogFile;
 
 /// The file's first bytes.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"ttrjobs\0";
-/// The format version this code writes and reads.
-pub(crate) const VERSION: u32 = 1;
+/// The format version this code writes (see the module docs).
+pub(crate) const VERSION: u32 = 2;
+/// The oldest format version this code reads.
+pub(crate) const OLDEST_VERSION: u32 = 1;
 /// The file header's length.
 pub(crate) const FILE_HEADER: usize = 16;
 /// A frame's first four bytes ("TTRF" read as little-endian bytes).
@@ -89,7 +114,8 @@ pub(crate) const FRAME_HEADER: usize = 16;
 pub(crate) const MAX_FRAME: u32 = 1 << 30;
 /// Counters in a [`Record::Lateness`].
 pub(crate) const LATENESS_BUCKETS: usize = 20;
-/// Where a `New` record's id starts, from the record's first byte.
+/// Where a `New` record's id starts, from the record's first byte (in
+/// both versions of the record: the creation time follows the payload).
 pub(crate) const NEW_ID_AT: usize = 1 + 4 + 4 + 8 + 2 + 4;
 
 const NEW: u8 = 1;
@@ -102,29 +128,70 @@ const LATENESS: u8 = 7;
 const RECUR_DEFINE: u8 = 16;
 const RECUR_STATE: u8 = 17;
 const RECUR_REMOVE: u8 = 18;
+// Version 2.
+const NEW_AT: u8 = 8;
+const CLAIM: u8 = 9;
+const WAIT_AT: u8 = 10;
+const ACKED: u8 = 11;
+const HISTORY: u8 = 12;
+const THROUGHPUT: u8 = 13;
 
-/// One change to one job (or the lateness histogram).
+/// Why a job waits again, in a version 2 [`Record::Wait`]: what ended the
+/// attempt it was leased for, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Why {
+    /// Not the end of an attempt (promote, requeue, compaction), or not
+    /// recorded (version 1).
+    Other = 0,
+    Retried = 1,
+    Failed = 2,
+    Released = 3,
+}
+
+impl Why {
+    fn from_u8(b: u8) -> Option<Why> {
+        Some(match b {
+            0 => Why::Other,
+            1 => Why::Retried,
+            2 => Why::Failed,
+            3 => Why::Released,
+            _ => return None,
+        })
+    }
+}
+
+/// One change to one job (or the lateness histogram, or the counts per
+/// minute).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Record<'a> {
+    /// A job, waiting until `due`; `created` is 0 in version 1.
     New {
         slot: u32,
         gen: u32,
         due: u64,
         id: &'a [u8],
         payload: &'a [u8],
+        created: u64,
     },
+    /// The job waits again: `at` and `why` are 0 and [`Why::Other`] in
+    /// version 1.
     Wait {
         slot: u32,
         gen: u32,
         due: u64,
         attempts: u32,
+        at: u64,
+        why: Why,
     },
+    /// The job was claimed at `at` for `holder` (empty in version 1).
     Lease {
         slot: u32,
         gen: u32,
         attempts: u32,
         at: u64,
         redelivery: bool,
+        holder: &'a [u8],
     },
     Dead {
         slot: u32,
@@ -137,6 +204,7 @@ pub(crate) enum Record<'a> {
         gen: u32,
         reason: &'a [u8],
     },
+    /// The job is gone (cancel, purge; an ack in version 1).
     Remove {
         slot: u32,
         gen: u32,
@@ -166,10 +234,28 @@ pub(crate) enum Record<'a> {
     RecurRemove {
         name: &'a [u8],
     },
+    /// The job was acked at `at`: gone (version 2).
+    Acked {
+        slot: u32,
+        gen: u32,
+        at: u64,
+    },
+    /// The job's ended attempts, as compaction found them (version 2):
+    /// see [`encode_history`].
+    History {
+        slot: u32,
+        gen: u32,
+        attempts: &'a [u8],
+    },
+    /// The counts per minute, as compaction found them (version 2): see
+    /// [`encode_throughput`].
+    Throughput {
+        minutes: &'a [u8],
+    },
 }
 
 impl Record<'_> {
-    /// Appends the record to `out`.
+    /// Appends the record to `out` (in the version this code writes).
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         match *self {
             Record::New {
@@ -178,25 +264,31 @@ impl Record<'_> {
                 due,
                 id,
                 payload,
+                created,
             } => {
-                out.push(NEW);
+                out.push(NEW_AT);
                 put_slot(out, slot, gen);
                 out.extend_from_slice(&due.to_le_bytes());
                 out.extend_from_slice(&(id.len() as u16).to_le_bytes());
                 out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
                 out.extend_from_slice(id);
                 out.extend_from_slice(payload);
+                out.extend_from_slice(&created.to_le_bytes());
             }
             Record::Wait {
                 slot,
                 gen,
                 due,
                 attempts,
+                at,
+                why,
             } => {
-                out.push(WAIT);
+                out.push(WAIT_AT);
                 put_slot(out, slot, gen);
                 out.extend_from_slice(&due.to_le_bytes());
                 out.extend_from_slice(&attempts.to_le_bytes());
+                out.extend_from_slice(&at.to_le_bytes());
+                out.push(why as u8);
             }
             Record::Lease {
                 slot,
@@ -204,12 +296,14 @@ impl Record<'_> {
                 attempts,
                 at,
                 redelivery,
+                holder,
             } => {
-                out.push(LEASE);
+                out.push(CLAIM);
                 put_slot(out, slot, gen);
                 out.extend_from_slice(&attempts.to_le_bytes());
                 out.extend_from_slice(&at.to_le_bytes());
                 out.push(u8::from(redelivery));
+                put_short(out, holder);
             }
             Record::Dead {
                 slot,
@@ -276,7 +370,65 @@ impl Record<'_> {
                 out.push(RECUR_REMOVE);
                 put_bytes16(out, name);
             }
+            Record::Acked { slot, gen, at } => {
+                out.push(ACKED);
+                put_slot(out, slot, gen);
+                out.extend_from_slice(&at.to_le_bytes());
+            }
+            Record::History {
+                slot,
+                gen,
+                attempts,
+            } => {
+                out.push(HISTORY);
+                put_slot(out, slot, gen);
+                out.extend_from_slice(&(attempts.len() as u32).to_le_bytes());
+                out.extend_from_slice(attempts);
+            }
+            Record::Throughput { minutes } => {
+                out.push(THROUGHPUT);
+                out.extend_from_slice(&(minutes.len() as u32).to_le_bytes());
+                out.extend_from_slice(minutes);
+            }
         }
+    }
+
+    /// The record as version 1 wrote it, for the tests of old logs; `None`
+    /// for a record version 1 did not have.
+    #[cfg(test)]
+    pub(crate) fn encode_v1(&self, out: &mut Vec<u8>) -> Option<()> {
+        let start = out.len();
+        match *self {
+            Record::New { created: 0, .. } => {
+                self.encode(out);
+                out[start] = NEW;
+                out.truncate(out.len() - 8);
+            }
+            Record::Wait {
+                slot,
+                gen,
+                due,
+                attempts,
+                at: 0,
+                why: Why::Other,
+            } => {
+                out.push(WAIT);
+                put_slot(out, slot, gen);
+                out.extend_from_slice(&due.to_le_bytes());
+                out.extend_from_slice(&attempts.to_le_bytes());
+            }
+            Record::Lease { holder: b"", .. } => {
+                self.encode(out);
+                out[start] = LEASE;
+                out.pop();
+            }
+            Record::Dead { .. }
+            | Record::Error { .. }
+            | Record::Remove { .. }
+            | Record::Lateness { .. } => self.encode(out),
+            _ => return None,
+        }
+        Some(())
     }
 }
 
@@ -289,6 +441,103 @@ fn put_bytes16(out: &mut Vec<u8>, bytes: &[u8]) {
 fn put_slot(out: &mut Vec<u8>, slot: u32, gen: u32) {
     out.extend_from_slice(&slot.to_le_bytes());
     out.extend_from_slice(&gen.to_le_bytes());
+}
+
+/// At most 255 bytes, after their length.
+fn put_short(out: &mut Vec<u8>, bytes: &[u8]) {
+    let bytes = &bytes[..bytes.len().min(255)];
+    out.push(bytes.len() as u8);
+    out.extend_from_slice(bytes);
+}
+
+/// One ended attempt in a [`Record::History`]: its number, when it was
+/// claimed and ended (ms; 0: not recorded), how it ended (an
+/// [`Outcome`](crate::data::history::Outcome) code: see
+/// `index::history`), its holder (empty: not recorded) and its error
+/// (`None`: none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EndedEntry<'a> {
+    pub(crate) attempt: u32,
+    pub(crate) claimed: u64,
+    pub(crate) ended: u64,
+    pub(crate) outcome: u8,
+    pub(crate) holder: &'a [u8],
+    pub(crate) error: Option<&'a [u8]>,
+}
+
+/// The body of a [`Record::History`]: per attempt `attempt:u32 claimed:u64
+/// ended:u64 outcome:u8 holder_len:u8 holder error_len:i32 error`
+/// (`error_len` -1: none).
+pub(crate) fn encode_history<'a>(attempts: impl IntoIterator<Item = EndedEntry<'a>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for a in attempts {
+        out.extend_from_slice(&a.attempt.to_le_bytes());
+        out.extend_from_slice(&a.claimed.to_le_bytes());
+        out.extend_from_slice(&a.ended.to_le_bytes());
+        out.push(a.outcome);
+        put_short(&mut out, a.holder);
+        match a.error {
+            Some(error) => {
+                out.extend_from_slice(&(error.len() as i32).to_le_bytes());
+                out.extend_from_slice(error);
+            }
+            None => out.extend_from_slice(&(-1i32).to_le_bytes()),
+        }
+    }
+    out
+}
+
+/// The attempts of a [`Record::History`]'s body, or what is wrong with it.
+pub(crate) fn decode_history(body: &[u8]) -> Result<Vec<EndedEntry<'_>>, &'static str> {
+    let mut read = Records::new(body);
+    let mut all = Vec::new();
+    while read.at < body.len() {
+        let attempt = read.u32()?;
+        let claimed = read.u64()?;
+        let ended = read.u64()?;
+        let outcome = read.u8()?;
+        let holder_len = read.u8()?;
+        let holder = read.bytes(usize::from(holder_len))?;
+        let error_len = read.u32()? as i32;
+        let error = match usize::try_from(error_len) {
+            Ok(n) => Some(read.bytes(n)?),
+            Err(_) => None,
+        };
+        all.push(EndedEntry {
+            attempt,
+            claimed,
+            ended,
+            outcome,
+            holder,
+            error,
+        });
+    }
+    Ok(all)
+}
+
+/// The body of a [`Record::Throughput`]: per minute `minute:u64
+/// processed:u64 failed:u64`.
+pub(crate) fn encode_throughput(minutes: impl IntoIterator<Item = (u64, u64, u64)>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (minute, processed, failed) in minutes {
+        for n in [minute, processed, failed] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// The minutes of a [`Record::Throughput`]'s body.
+pub(crate) fn decode_throughput(body: &[u8]) -> Result<Vec<(u64, u64, u64)>, &'static str> {
+    if body.len() % 24 != 0 {
+        return Err("a throughput record's length is not a whole number of minutes");
+    }
+    let mut read = Records::new(body);
+    let mut all = Vec::with_capacity(body.len() / 24);
+    while read.at < body.len() {
+        all.push((read.u64()?, read.u64()?, read.u64()?));
+    }
+    Ok(all)
 }
 
 /// Reads the records of a frame's body in order.
@@ -323,12 +572,21 @@ impl<'a> Records<'a> {
 
     fn read(&mut self) -> Result<Record<'a>, &'static str> {
         let tag = self.u8()?;
-        if tag == LATENESS {
-            let mut counts = [0u64; LATENESS_BUCKETS];
-            for count in &mut counts {
-                *count = self.u64()?;
+        match tag {
+            LATENESS => {
+                let mut counts = [0u64; LATENESS_BUCKETS];
+                for count in &mut counts {
+                    *count = self.u64()?;
+                }
+                return Ok(Record::Lateness { counts });
             }
-            return Ok(Record::Lateness { counts });
+            THROUGHPUT => {
+                let len = self.u32()? as usize;
+                return Ok(Record::Throughput {
+                    minutes: self.bytes(len)?,
+                });
+            }
+            _ => {}
         }
         match tag {
             RECUR_DEFINE => {
@@ -371,37 +629,65 @@ impl<'a> Records<'a> {
         let slot = self.u32()?;
         let gen = self.u32()?;
         Ok(match tag {
-            NEW => {
+            NEW | NEW_AT => {
                 let due = self.u64()?;
                 let id_len = self.u16()? as usize;
                 let payload_len = self.u32()? as usize;
                 let id = self.bytes(id_len)?;
                 let payload = self.bytes(payload_len)?;
+                let created = if tag == NEW_AT { self.u64()? } else { 0 };
                 Record::New {
                     slot,
                     gen,
                     due,
                     id,
                     payload,
+                    created,
                 }
             }
-            WAIT => Record::Wait {
-                slot,
-                gen,
-                due: self.u64()?,
-                attempts: self.u32()?,
-            },
-            LEASE => Record::Lease {
-                slot,
-                gen,
-                attempts: self.u32()?,
-                at: self.u64()?,
-                redelivery: match self.u8()? {
+            WAIT | WAIT_AT => {
+                let due = self.u64()?;
+                let attempts = self.u32()?;
+                let (at, why) = if tag == WAIT_AT {
+                    let at = self.u64()?;
+                    let why = Why::from_u8(self.u8()?)
+                        .ok_or("a wait record's reason is not one of 0 to 3")?;
+                    (at, why)
+                } else {
+                    (0, Why::Other)
+                };
+                Record::Wait {
+                    slot,
+                    gen,
+                    due,
+                    attempts,
+                    at,
+                    why,
+                }
+            }
+            LEASE | CLAIM => {
+                let attempts = self.u32()?;
+                let at = self.u64()?;
+                let redelivery = match self.u8()? {
                     0 => false,
                     1 => true,
                     _ => return Err("a lease record's redelivery flag is neither 0 nor 1"),
-                },
-            },
+                };
+                let holder = if tag == CLAIM {
+                    let len = self.u8()?;
+                    self.bytes(usize::from(len))?
+                } else {
+                    &[]
+                };
+                Record::Lease {
+                    slot,
+                    gen,
+                    attempts,
+                    at,
+                    redelivery,
+                    holder,
+                }
+            }
             DEAD => Record::Dead {
                 slot,
                 gen,
@@ -417,6 +703,21 @@ impl<'a> Records<'a> {
                 }
             }
             REMOVE => Record::Remove { slot, gen },
+            ACKED => Record::Acked {
+                slot,
+                gen,
+                at: self.u64()?,
+            },
+            HISTORY => {
+                let len = self.u32()? as usize;
+                let attempts = self.bytes(len)?;
+                decode_history(attempts)?;
+                Record::History {
+                    slot,
+                    gen,
+                    attempts,
+                }
+            }
             _ => return Err("unknown record type"),
         })
     }
@@ -462,9 +763,14 @@ impl<'a> Records<'a> {
 
 /// The file header.
 pub(crate) fn file_header() -> [u8; FILE_HEADER] {
+    file_header_of(VERSION)
+}
+
+/// The file header of format `version`.
+pub(crate) fn file_header_of(version: u32) -> [u8; FILE_HEADER] {
     let mut header = [0u8; FILE_HEADER];
     header[..8].copy_from_slice(&FILE_MAGIC);
-    header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    header[8..12].copy_from_slice(&version.to_le_bytes());
     let crc = crc32fast::hash(&header[..12]);
     header[12..].copy_from_slice(&crc.to_le_bytes());
     header
@@ -629,14 +935,22 @@ fn check_file_header(path: &Path, file: &LogFile) -> Result<(), StoreError> {
         ));
     }
     let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(StoreError::corrupt(
             path,
             8,
-            format!("format version {version}, this build reads {VERSION}"),
+            format!("format version {version}, this build reads {OLDEST_VERSION} to {VERSION}"),
         ));
     }
     Ok(())
+}
+
+/// The format version in a log's header (one whose header
+/// [`scan`] checked).
+pub(crate) fn version_of(file: &LogFile) -> io::Result<u32> {
+    let mut version = [0u8; 4];
+    file.read_exact_at(&mut version, 8)?;
+    Ok(u32::from_le_bytes(version))
 }
 
 /// What the bytes from `at` (where a bad frame starts) to `len` are: a
@@ -725,6 +1039,25 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
+        let history = encode_history([
+            EndedEntry {
+                attempt: 1,
+                claimed: 5,
+                ended: 6,
+                outcome: 2,
+                holder: b"web-1:42",
+                error: Some(b"boom"),
+            },
+            EndedEntry {
+                attempt: 2,
+                claimed: 7,
+                ended: 0,
+                outcome: 3,
+                holder: b"",
+                error: None,
+            },
+        ]);
+        let minutes = encode_throughput([(28_000_000, 5, 1), (28_000_001, 0, 2)]);
         let records = [
             Record::New {
                 slot: 7,
@@ -732,12 +1065,15 @@ mod tests {
                 due: 1_700_000_000_123,
                 id: b"order-42",
                 payload: b"close it",
+                created: 1_700_000_000_001,
             },
             Record::Wait {
                 slot: 7,
                 gen: 2,
                 due: 5,
                 attempts: 3,
+                at: 4,
+                why: Why::Released,
             },
             Record::Lease {
                 slot: u32::MAX - 1,
@@ -745,7 +1081,19 @@ mod tests {
                 attempts: 4,
                 at: 77,
                 redelivery: true,
+                holder: b"web-1:42",
             },
+            Record::Acked {
+                slot: 3,
+                gen: 5,
+                at: 99,
+            },
+            Record::History {
+                slot: 3,
+                gen: 5,
+                attempts: &history,
+            },
+            Record::Throughput { minutes: &minutes },
             Record::Dead {
                 slot: 1,
                 gen: 1,
@@ -791,6 +1139,57 @@ mod tests {
         assert_eq!(read.next_record(), None);
         // The id of a `New` record is where NEW_ID_AT says.
         assert_eq!(&body[NEW_ID_AT..NEW_ID_AT + 8], b"order-42");
+        let entries = decode_history(&history).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].error, Some(&b"boom"[..]));
+        assert_eq!(entries[1].holder, b"");
+        assert_eq!(
+            decode_throughput(&minutes).unwrap(),
+            [(28_000_000, 5, 1), (28_000_001, 0, 2)]
+        );
+    }
+
+    #[test]
+    fn version_1_records_read_with_what_they_lack_empty() {
+        let v1 = [
+            Record::New {
+                slot: 7,
+                gen: 2,
+                due: 9,
+                id: b"order-42",
+                payload: b"close it",
+                created: 0,
+            },
+            Record::Wait {
+                slot: 7,
+                gen: 2,
+                due: 5,
+                attempts: 3,
+                at: 0,
+                why: Why::Other,
+            },
+            Record::Lease {
+                slot: 7,
+                gen: 2,
+                attempts: 4,
+                at: 77,
+                redelivery: false,
+                holder: b"",
+            },
+            Record::Remove { slot: 7, gen: 2 },
+        ];
+        let mut body = Vec::new();
+        for record in &v1 {
+            record.encode_v1(&mut body).unwrap();
+        }
+        // Tags 1, 2, 3 and 6, of the lengths version 1 wrote.
+        assert_eq!(body[0], NEW);
+        assert_eq!(body.len(), (NEW_ID_AT + 16) + 21 + 22 + 9);
+        let mut read = Records::new(&body);
+        for record in &v1 {
+            assert_eq!(read.next_record(), Some(Ok(record.clone())));
+        }
+        assert_eq!(read.next_record(), None);
     }
 
     #[test]
@@ -802,6 +1201,7 @@ mod tests {
             due: 1,
             id: b"abc",
             payload: b"payload",
+            created: 1,
         }
         .encode(&mut body);
         for cut in 0..body.len() {

@@ -49,8 +49,24 @@ pub(crate) fn replay(path: &Path, now: Now) -> Result<(LogFile, u64, Index), Sto
         Tail::Torn { len } => cut_torn_write(path, &file, scanned.end, len)?,
         Tail::Damaged { len, reason } => return Err(damaged_tail(path, scanned.end, len, reason)),
     }
+    upgrade_header(path, &file)?;
     index.advance(now.floor);
     Ok((file, scanned.end, index))
+}
+
+/// Rewrites the header of a log of an older format version to this
+/// version's, before anything of this version is appended (see
+/// `format.rs`, "Versions"): one write inside the first sector, synced, so
+/// a power cut leaves the old header or the new one.
+fn upgrade_header(path: &Path, file: &LogFile) -> Result<(), StoreError> {
+    let upgrading = |e| StoreError::io(path, "upgrading the job log's format version", e);
+    if format::version_of(file).map_err(upgrading)? == format::VERSION {
+        return Ok(());
+    }
+    tracing::info!(target: targets::EMBEDDED, path = %path.display(), from = format::version_of(file).unwrap_or(0), to = format::VERSION, "upgrading the job log's format version");
+    file.write_all_at(&format::file_header(), 0)
+        .and_then(|()| file.sync_data())
+        .map_err(upgrading)
 }
 
 /// Applies the records of the whole frames of the log at `path` (open as

@@ -16,6 +16,7 @@ use super::index::{
 };
 use super::store::{QueueLog, Read, ReadReq};
 use crate::data::clock::Clock;
+use crate::data::history::{first_minute, StoredAttempt};
 use crate::data::recurrence::Recurrence;
 use crate::data::stats::Counts;
 
@@ -59,6 +60,12 @@ pub(crate) struct JobRow {
     /// The payload, or its first bytes in a listing.
     pub(crate) payload: Vec<u8>,
     pub(crate) last_error: Option<String>,
+    /// When it was scheduled (ms), if recorded.
+    pub(crate) created_ms: Option<u64>,
+    /// Its ended attempts, oldest first.
+    pub(crate) ended: Vec<StoredAttempt>,
+    /// Its running attempt (leased jobs).
+    pub(crate) running: Option<StoredAttempt>,
 }
 
 fn text(bytes: Vec<u8>) -> String {
@@ -123,15 +130,17 @@ impl QueueLog {
     /// for `lease_ms` with its own token; handed out before the claim's
     /// frame is on disk, or after it for jobs due when the store opened
     /// (see [`hand_out_now`]).
-    pub(crate) async fn claim(
+    pub(crate) async fn claim_as(
         &self,
         n: usize,
         lease_ms: u64,
         max_attempts: u32,
+        holder: &Arc<str>,
     ) -> Result<ClaimOutcome, StoreError> {
         let (claim, reads) = self
             .change(true, |index, batch, log, now| {
-                let claim = index.claim(batch, log, now.floor, n, lease_ms, max_attempts)?;
+                let claim =
+                    index.claim(batch, log, now.floor, n, lease_ms, max_attempts, holder)?;
                 if hand_out_now(index, &claim) {
                     for t in &claim.jobs {
                         batch.handed.push(Handed {
@@ -188,6 +197,19 @@ impl QueueLog {
         })
     }
 
+    /// [`claim_as`](QueueLog::claim_as) for the holder `test` (the
+    /// store's own tests).
+    #[cfg(test)]
+    pub(crate) async fn claim(
+        &self,
+        n: usize,
+        lease_ms: u64,
+        max_attempts: u32,
+    ) -> Result<ClaimOutcome, StoreError> {
+        self.claim_as(n, lease_ms, max_attempts, &Arc::from("test"))
+            .await
+    }
+
     /// Waits until a claim may find something (see `driver.rs`): a future
     /// to create *before* a claim that finds nothing, and await after it.
     pub(crate) fn claimable(&self) -> tokio::sync::futures::Notified<'_> {
@@ -197,8 +219,11 @@ impl QueueLog {
     /// `ack.lua`: `true` if `token` still held the job (now gone).
     pub(crate) async fn ack(&self, id: &str, token: u64) -> Result<bool, StoreError> {
         let (done, _) = self
-            .change(false, |index, batch, _, _| {
-                Ok((index.ack(batch, id.as_bytes(), token), Vec::new()))
+            .change(false, |index, batch, _, now| {
+                Ok((
+                    index.ack(batch, now.floor, id.as_bytes(), token),
+                    Vec::new(),
+                ))
             })
             .await?;
         Ok(done)
@@ -208,10 +233,10 @@ impl QueueLog {
     /// was lost (nothing changed for them).
     pub(crate) async fn ack_many(&self, jobs: &[(&str, u64)]) -> Result<Vec<String>, StoreError> {
         let (lost, _) = self
-            .change(false, |index, batch, _, _| {
+            .change(false, |index, batch, _, now| {
                 let lost = jobs
                     .iter()
-                    .filter(|&&(id, token)| !index.ack(batch, id.as_bytes(), token))
+                    .filter(|&&(id, token)| !index.ack(batch, now.floor, id.as_bytes(), token))
                     .map(|&(id, _)| id.to_owned())
                     .collect();
                 Ok((lost, Vec::new()))
@@ -314,6 +339,16 @@ impl QueueLog {
     /// The lateness histogram (the claim script's `record_lateness`).
     pub(crate) fn lateness(&self) -> [u64; LATENESS] {
         self.look(|index, _| index.lateness())
+    }
+
+    /// `read_throughput.lua`: the wall clock's now, and the counts per
+    /// minute (minute, processed, failed) from the minute holding
+    /// `since_ms` (or the oldest kept).
+    pub(crate) fn throughput(&self, since_ms: u64) -> (u64, Vec<(u64, u64, u64)>) {
+        self.look(|index, now| {
+            let first = first_minute(now.floor, since_ms);
+            (now.floor, index.throughput_from(first))
+        })
     }
 
     /// `requeue.lua`.
@@ -509,9 +544,10 @@ fn row(view: &super::index::View, read: Read, at: Option<u64>) -> JobRow {
     let s = &view.slot;
     let (score, deadline) = match s.state {
         State::Waiting => (s.due, None),
-        State::Leased => (view.lease.map_or(0, |l| l.expiry), Some(s.due)),
+        State::Leased => (view.lease.as_ref().map_or(0, |l| l.expiry), Some(s.due)),
         State::Dead | State::Free => (view.died_at.unwrap_or(0), Some(s.due)),
     };
+    let (ended, running) = view.attempts();
     JobRow {
         id: text(read.id),
         state: s.state,
@@ -521,6 +557,9 @@ fn row(view: &super::index::View, read: Read, at: Option<u64>) -> JobRow {
         payload_len: u64::from(s.payload_len),
         payload: read.payload,
         last_error: view.error.as_deref().map(str::to_owned),
+        created_ms: (s.created != 0).then_some(s.created),
+        ended,
+        running,
     }
 }
 

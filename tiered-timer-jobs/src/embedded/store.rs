@@ -879,10 +879,15 @@ fn compact(shared: &Shared, end: u64) -> Result<(), StoreError> {
                 Undo::Recurring(name, old) => {
                     recurring.entry(name.clone()).or_insert_with(|| old.clone());
                 }
-                Undo::Slot(..) => {}
+                Undo::Slot(..) | Undo::Tally(..) => {}
             }
         }
         Record::Lateness { counts: lateness }.encode(&mut frame);
+        // The counts per minute as they are durably (`durable_throughput`
+        // takes back the tallies not yet written).
+        let throughput = state.index.durable_throughput(&state.batch.undo);
+        let minutes = format::encode_throughput(throughput);
+        Record::Throughput { minutes: &minutes }.encode(&mut frame);
         state.index.rebuild_recurrences(&recurring, &mut frame);
         Arc::clone(&state.file)
     };

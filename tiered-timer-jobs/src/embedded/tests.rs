@@ -617,7 +617,19 @@ async fn compaction_keeps_the_live_jobs_and_shrinks_the_log() {
     let log = open(&dir).await;
     assert_eq!(log.pending(), 201);
     let (_, dead) = log.inspect("dead").await.unwrap();
-    assert_eq!(dead.unwrap().last_error.as_deref(), Some("why"));
+    let dead = dead.unwrap();
+    assert_eq!(dead.last_error.as_deref(), Some("why"));
+    // Its history and the counts per minute were kept by compaction.
+    assert_eq!(dead.ended.len(), 1);
+    let buried = &dead.ended[0];
+    assert_eq!(buried.outcome, crate::data::history::Outcome::Buried);
+    assert_eq!(buried.holder.as_deref(), Some("test"));
+    assert_eq!(buried.error.as_deref(), Some(&b"why"[..]));
+    let (_, minutes) = log.throughput(0);
+    let totals = minutes
+        .iter()
+        .fold((0, 0), |(p, f), &(_, mp, mf)| (p + mp, f + mf));
+    assert_eq!(totals, (1, 1), "the held job's ack, the dead job's burial");
     assert!(log.inspect("held").await.unwrap().1.is_none());
     assert_eq!(
         log.inspect("r19-90").await.unwrap().1.unwrap().payload,
@@ -1059,6 +1071,16 @@ async fn sigkill_in_bursts_loses_nothing_and_repeats_nothing() {
 /// A small tmpfs mounted for a test, unmounted when dropped.
 struct Tmpfs(TempDir);
 
+/// A tmpfs' allocation unit.
+const PAGE: u64 = 4096;
+
+/// Writes `path` until the disk is full.
+fn fill_disk(path: &std::path::Path) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path).unwrap();
+    while file.write_all(&[1u8; PAGE as usize]).is_ok() {}
+}
+
 impl Tmpfs {
     /// Mounts a tmpfs of `size` (as `mount -o size=` reads it). The CI
     /// runs as root; elsewhere this fails saying so (it never skips).
@@ -1214,6 +1236,23 @@ async fn jobs_handed_out_stay_held_when_their_frame_fails() {
                 Err(e) => panic!("{id}: {e}"),
             }
         }
+    }
+    // What is left may still be most of the log's last page (tmpfs gives
+    // pages): room for an ack's small frame, by chance of where the last
+    // frame ended. Pad the log to the end of a page with the ballast's
+    // room, then fill the disk again: now no frame fits at all.
+    let log_file = store.join("orders.log");
+    let left = (PAGE - std::fs::metadata(&log_file).unwrap().len() % PAGE) % PAGE;
+    if left > 0 {
+        std::fs::remove_file(&ballast).unwrap();
+        // A `New` frame is 47 bytes besides its id ("pad") and payload.
+        let pad = left + PAGE - 47 - 3;
+        log.schedule("pad", Due::After(60_000), &vec![7u8; pad as usize])
+            .await
+            .unwrap();
+        kept += 1;
+        assert_eq!(std::fs::metadata(&log_file).unwrap().len() % PAGE, 0);
+        fill_disk(&ballast);
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
     let claim = log.claim(20, LEASE, 3).await.expect("handed out at once");

@@ -26,6 +26,7 @@ use crate::contract::{
     Settings,
 };
 use crate::data::error::Error;
+use crate::data::history::{history, Outcome, StoredAttempt, Throughput};
 use crate::data::id::JobId;
 use crate::data::lateness::Lateness;
 use crate::data::limits::{at_ms, CHUNK_BYTES, CHUNK_JOBS};
@@ -60,6 +61,8 @@ pub(crate) struct Shared {
     pub(super) channel: String,
     pub(super) lease_ms: u64,
     max_attempts: u32,
+    /// Who this handle's claims are recorded as held by.
+    pub(super) holder: String,
     pub(super) timeout: Duration,
     health_check: Duration,
     pub(super) wake: Arc<Wake>,
@@ -135,6 +138,7 @@ impl Shared {
                     .bind(i64::try_from(max).unwrap_or(i64::MAX))
                     .bind(ms(self.lease_ms))
                     .bind(i32::try_from(self.max_attempts).unwrap_or(i32::MAX))
+                    .bind(&self.holder)
                     .fetch_all(&self.pool),
             )
             .await?;
@@ -278,6 +282,7 @@ impl Backend for PostgresBackend {
                 name,
                 lease_ms: settings.lease_ms(),
                 max_attempts: settings.max_attempts,
+                holder: settings.holder.clone(),
                 timeout,
                 health_check: settings.health_check,
                 wake: Arc::new(Wake::new()),
@@ -442,8 +447,8 @@ impl Backend for PostgresBackend {
 
     async fn ack(&self, lease: Lease<'_>) -> Result<bool, Error> {
         let s = &self.shared;
-        let done = s.run(ack_query(s, lease).execute(&s.pool)).await?;
-        Ok(done.rows_affected() == 1)
+        let row = s.run(ack_query(s, lease).fetch_one(&s.pool)).await?;
+        acked(&row).map_err(Error::Postgres)
     }
 
     /// All in one statement.
@@ -564,6 +569,19 @@ impl Backend for PostgresBackend {
             }
         }
         Ok(Lateness::from_counts(counts))
+    }
+
+    async fn throughput(&self, since_ms: u64) -> Result<Throughput, Error> {
+        let s = &self.shared;
+        let rows = s
+            .run(
+                sqlx::query(&s.sql.throughput)
+                    .bind(&s.name)
+                    .bind(ms(since_ms / 60_000))
+                    .fetch_all(&s.pool),
+            )
+            .await?;
+        read_throughput(&rows, since_ms).map_err(Error::Postgres)
     }
 
     async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, Error> {
@@ -866,6 +884,66 @@ pub(super) fn ack_query<'q>(
         .bind(number(lease.token))
 }
 
+/// Whether an ack statement's one row says it acked the job.
+pub(super) fn acked(row: &PgRow) -> Result<bool, sqlx::Error> {
+    Ok(row.try_get::<i64, _>(0)? == 1)
+}
+
+/// A throughput statement's rows: now, then (minute, processed, failed)
+/// (NULLs if no minute was counted).
+fn read_throughput(rows: &[PgRow], since_ms: u64) -> Result<Throughput, sqlx::Error> {
+    let first = rows
+        .first()
+        .ok_or_else(|| sqlx::Error::Protocol("a throughput read returned no row".to_owned()))?;
+    let now = unsigned(first.try_get(0)?);
+    let mut counts = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some(minute) = row.try_get::<Option<i64>, _>(1)? else {
+            continue;
+        };
+        let count = |i: usize| -> Result<u64, sqlx::Error> {
+            Ok(unsigned(row.try_get::<Option<i64>, _>(i)?.unwrap_or(0)))
+        };
+        counts.push((unsigned(minute), count(2)?, count(3)?));
+    }
+    Ok(Throughput::from_counts(now, since_ms, counts))
+}
+
+/// A job's ended attempts, from the job statement's arrays (columns 10
+/// to 15: number, claimed, holder, outcome code, ended, error).
+fn read_history(row: &PgRow) -> Result<Vec<StoredAttempt>, sqlx::Error> {
+    let numbers: Vec<i32> = row.try_get(10)?;
+    let claimed: Vec<i64> = row.try_get(11)?;
+    let holders: Vec<Option<String>> = row.try_get(12)?;
+    let outcomes: Vec<String> = row.try_get(13)?;
+    let ended: Vec<i64> = row.try_get(14)?;
+    let errors: Vec<Option<String>> = row.try_get(15)?;
+    let mut history = Vec::with_capacity(numbers.len());
+    for (i, number) in numbers.into_iter().enumerate() {
+        let outcome = match outcomes.get(i).map(String::as_str) {
+            Some("r") => Outcome::Retried,
+            Some("f") => Outcome::Failed,
+            Some("l") => Outcome::Released,
+            Some("x") => Outcome::LeaseExpired,
+            Some("b") => Outcome::Buried,
+            other => {
+                return Err(sqlx::Error::Protocol(format!(
+                    "an attempt's outcome {other:?} in a job's history"
+                )))
+            }
+        };
+        history.push(StoredAttempt {
+            number: u32::try_from(number).unwrap_or(0),
+            claimed_ms: claimed.get(i).copied().map_or(0, unsigned),
+            holder: holders.get(i).cloned().flatten(),
+            outcome,
+            ended_ms: ended.get(i).copied().map(unsigned),
+            error: errors.get(i).cloned().flatten().map(String::into_bytes),
+        });
+    }
+    Ok(history)
+}
+
 fn read_job(id: &JobId, row: &PgRow) -> Result<Option<JobInfo>, sqlx::Error> {
     let now = unsigned(row.try_get(0)?);
     let Some(state) = row.try_get::<Option<i16>, _>(1)? else {
@@ -880,6 +958,21 @@ fn read_job(id: &JobId, row: &PgRow) -> Result<Option<JobInfo>, sqlx::Error> {
         1 => (JobState::Leased, deadline, Some(at), None),
         _ => (JobState::Dead, deadline, None, Some(at)),
     };
+    let attempts = u32::try_from(row.try_get::<i32, _>(3)?).unwrap_or(0);
+    let claimed_ms = row.try_get::<Option<i64>, _>(8)?.map(unsigned);
+    let holder: Option<String> = row.try_get(9)?;
+    let leased = state == JobState::Leased;
+    // The running attempt, if its claim was recorded (not by version 1).
+    let running = claimed_ms
+        .filter(|_| leased)
+        .map(|claimed_ms| StoredAttempt {
+            number: attempts,
+            claimed_ms,
+            holder: holder.clone(),
+            outcome: Outcome::Running,
+            ended_ms: None,
+            error: None,
+        });
     Ok(Some(JobInfo {
         id: id.clone(),
         partition: 0,
@@ -888,9 +981,14 @@ fn read_job(id: &JobId, row: &PgRow) -> Result<Option<JobInfo>, sqlx::Error> {
         due,
         lease_expiry,
         died_at,
-        attempts: u32::try_from(row.try_get::<i32, _>(3)?).unwrap_or(0),
+        attempts,
         last_error: row.try_get(6)?,
         payload: row.try_get(5)?,
+        created: row
+            .try_get::<Option<i64>, _>(7)?
+            .map(|c| at_ms(unsigned(c))),
+        holder: holder.filter(|_| leased),
+        history: history(read_history(row)?, running),
     }))
 }
 

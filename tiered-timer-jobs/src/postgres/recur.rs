@@ -142,14 +142,16 @@ impl Shared {
         let s = &self.sql.schema;
         let put = format!(
             "WITH ins AS (
-               INSERT INTO {s}.jobs AS j (queue, id, state, at_ms, payload, chain)
-               VALUES ($1, $2, 0, $3, $4, true)
+               INSERT INTO {s}.jobs AS j (queue, id, state, at_ms, payload, chain, created_ms)
+               VALUES ($1, $2, 0, $3, $4, true,
+                 floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
                ON CONFLICT (queue, id) DO UPDATE SET state = 0, at_ms = excluded.at_ms,
                  payload = excluded.payload, attempts = 0, token = NULL, deadline_ms = NULL,
-                 last_error = NULL, chain = true
+                 last_error = NULL, chain = true, {fresh}
                WHERE j.state <> 1
                RETURNING at_ms)
-             SELECT pg_notify($5, at_ms::text) FROM ins"
+             SELECT pg_notify($5, at_ms::text) FROM ins",
+            fresh = super::sql::FRESH,
         );
         for _ in 0..MAX_STEPS {
             let id = occurrence_id(name, at);
@@ -299,7 +301,8 @@ impl Shared {
         let s = &self.sql.schema;
         let row = sqlx::query(&format!(
             "UPDATE {s}.jobs SET state = 1, chain = NULL, at_ms = $3 + $4,
-               attempts = attempts + 1, token = nextval('{s}.tokens'), deadline_ms = at_ms
+               attempts = attempts + 1, token = nextval('{s}.tokens'), deadline_ms = at_ms,
+               claimed_ms = $3, holder = $5
              WHERE queue = $1 AND id = $2
              RETURNING payload, deadline_ms, attempts, token"
         ))
@@ -307,6 +310,7 @@ impl Shared {
         .bind(id)
         .bind(ms(now))
         .bind(ms(self.lease_ms))
+        .bind(&self.holder)
         .fetch_one(&mut *tx)
         .await
         .map_err(|e| self.sql_err(e))?;

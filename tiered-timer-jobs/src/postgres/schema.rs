@@ -23,12 +23,22 @@
 //!   `(queue, name)`: its definition, its waiting occurrence (a job whose
 //!   `chain` column is set), its last delivered one and its run of
 //!   missed ones (see `recur.rs`).
+//! * `throughput` (version 3): jobs processed (acked) and attempts failed
+//!   per queue and minute (of the database's clock), spread over 16 slots
+//!   like `lateness`, counted by the statements that ack or end an
+//!   attempt; minutes older than a day are deleted by the next count.
 //! * `schema_version`: the last migration applied.
 //!
-//! Later additions (attempt history, a lease holder, per-minute
-//! counters, recurrences) are new migrations: a column or a table beside
-//! these, keyed by `(queue, id)` or `(queue, minute)`, never a rewrite of
-//! `jobs`.
+//! Version 2 added the `chain` column (a recurrence's waiting occurrence)
+//! and the `recurrences` table. Version 3 added to `jobs` the job's
+//! creation time (`created_ms`), its
+//! running attempt's claim time and holder (`claimed_ms`, `holder`), and
+//! its ended attempts (`history`, a jsonb array of at most `HISTORY_LEN`
+//! objects `{n, c, h, o, e, r}`: attempt number, claimed, holder,
+//! outcome code, ended, error), each written by the statement that
+//! claims the job or ends the attempt. Later additions are new
+//! migrations the same way: a column or a table beside these, never a
+//! rewrite of `jobs`.
 //!
 //! # Migrations
 //!
@@ -113,6 +123,29 @@ const MIGRATIONS: &[&str] = &[
         last_ms bigint,
         run integer NOT NULL DEFAULT 0,
         PRIMARY KEY (queue, name)
+    );",
+    // 3: what operators read of the past (issue 34, part 4; the bounds
+    // are src/data/history.rs'). Each job's creation time, the claim time
+    // and holder of its running attempt, and its ended attempts (a jsonb
+    // array, oldest first, at most HISTORY_LEN: written by the statement
+    // that ends an attempt, deleted with the row); jobs processed and
+    // failed per minute, per queue, spread over 16 slots as `lateness` is,
+    // the last day kept. New nullable columns without a default: no
+    // rewrite of `jobs`, rows written before version 3 read as "not recorded".
+    // `IF NOT EXISTS`: a half-applied schema (by hand) is completed, not
+    // refused.
+    "ALTER TABLE {s}.jobs
+        ADD COLUMN IF NOT EXISTS created_ms bigint,
+        ADD COLUMN IF NOT EXISTS claimed_ms bigint,
+        ADD COLUMN IF NOT EXISTS holder text,
+        ADD COLUMN IF NOT EXISTS history jsonb;
+    CREATE TABLE IF NOT EXISTS {s}.throughput (
+        queue text NOT NULL,
+        minute bigint NOT NULL,
+        slot integer NOT NULL,
+        processed bigint NOT NULL,
+        failed bigint NOT NULL,
+        PRIMARY KEY (queue, minute, slot)
     );",
 ];
 

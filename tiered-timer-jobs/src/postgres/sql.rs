@@ -12,6 +12,8 @@
 //! transaction, waiting workers learn of the job when (and only if) it
 //! commits.
 
+use crate::data::history::{ERROR_KEPT, HISTORY_LEN, THROUGHPUT_MINUTES};
+
 /// `t`: the database's now, in µs and in ms (rounded down), read once.
 const NOW: &str = "t AS MATERIALIZED (SELECT us, us / 1000 AS now FROM \
      (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us) AS c)";
@@ -20,6 +22,62 @@ const NOW: &str = "t AS MATERIALIZED (SELECT us, us / 1000 AS now FROM \
 /// `d`.
 fn after(d: &str) -> String {
     format!("((SELECT us FROM t) + 999) / 1000 + {d}")
+}
+
+/// The `history` of the job row `j` with its running attempt (number
+/// `j.attempts`, claimed at `j.claimed_ms` by `j.holder`) appended, ended
+/// at `t`'s now with `outcome` (an SQL text: `'r'` retried, `'f'` failed,
+/// `'l'` released, `'x'` lease expired, `'b'` buried, as on Redis) and
+/// `error` (SQL text or NULL, at most `ERROR_KEPT` characters kept), the
+/// oldest dropped beyond `HISTORY_LEN`. Unchanged if the claim was not
+/// recorded (made by a version 1 build). In an `UPDATE .. SET`, `j.*` are
+/// the row's values before the update.
+fn ended(outcome: &str, error: &str) -> String {
+    format!(
+        "CASE WHEN j.claimed_ms IS NULL THEN j.history ELSE (
+           SELECT CASE WHEN jsonb_array_length(x) > {len} THEN x - 0 ELSE x END
+           FROM (SELECT coalesce(j.history, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+             'n', j.attempts, 'c', j.claimed_ms, 'h', j.holder, 'o', {outcome},
+             'e', (SELECT now FROM t), 'r', left({error}, {kept}))) AS x) AS y) END",
+        len = HISTORY_LEN,
+        kept = ERROR_KEPT,
+    )
+}
+
+/// Two CTEs (after `t`; `$1` is the queue) that add `processed` and
+/// `failed` (SQL counts) to this minute's row of the connection's slot in
+/// `throughput` (no row if both are 0), and delete the queue's minutes
+/// older than the last `THROUGHPUT_MINUTES` (an index range that is empty
+/// but once a minute): part of the statement that acks or ends the
+/// attempts, so counting costs no round trip.
+fn tally(s: &str, processed: &str, failed: &str) -> String {
+    format!(
+        "stale AS (
+           DELETE FROM {s}.throughput WHERE queue = $1
+             AND minute <= (SELECT now FROM t) / 60000 - {keep}),
+         tally AS (
+           INSERT INTO {s}.throughput AS x (queue, minute, slot, processed, failed)
+           SELECT $1, (SELECT now FROM t) / 60000, pg_backend_pid() % 16, c.p, c.f
+           FROM (SELECT ({processed}) AS p, ({failed}) AS f) AS c WHERE c.p + c.f > 0
+           ON CONFLICT (queue, minute, slot) DO UPDATE
+           SET processed = x.processed + excluded.processed, failed = x.failed + excluded.failed)",
+        keep = THROUGHPUT_MINUTES,
+    )
+}
+
+/// What a dead letter replaced by a new job of its id forgets (set in an
+/// `ON CONFLICT` update): the new job starts with no history.
+pub(super) const FRESH: &str =
+    "created_ms = excluded.created_ms, claimed_ms = NULL, holder = NULL, \
+     history = NULL";
+
+/// One field of every entry of row `j`'s history, as an array in the
+/// history's order (`a` is the entry).
+fn field(of: &str) -> String {
+    format!(
+        "ARRAY(SELECT {of} FROM jsonb_array_elements(coalesce(j.history, '[]'::jsonb)) \
+         WITH ORDINALITY AS x(a, k) ORDER BY k)"
+    )
 }
 
 /// Every statement, for one schema.
@@ -40,6 +98,7 @@ pub(crate) struct Sql {
     pub(crate) count: String,
     pub(crate) stats: String,
     pub(crate) lateness: String,
+    pub(crate) throughput: String,
     pub(crate) requeue: String,
     pub(crate) requeue_batch: String,
     pub(crate) purge: String,
@@ -74,15 +133,17 @@ impl Sql {
             // replaced; a waiting or leased one is left alone (no row).
             schedule: format!(
                 "WITH {NOW}, ins AS (
-                   INSERT INTO {jobs} AS j (queue, id, state, at_ms, payload)
-                   VALUES ($1, $2, 0, CASE WHEN $3 THEN {due} ELSE $4 END, $5)
+                   INSERT INTO {jobs} AS j (queue, id, state, at_ms, payload, created_ms)
+                   VALUES ($1, $2, 0, CASE WHEN $3 THEN {due} ELSE $4 END, $5,
+                     (SELECT now FROM t))
                    ON CONFLICT (queue, id) DO UPDATE SET state = 0, at_ms = excluded.at_ms,
                      payload = excluded.payload, attempts = 0, token = NULL,
-                     deadline_ms = NULL, last_error = NULL
+                     deadline_ms = NULL, last_error = NULL, {fresh}
                    WHERE j.state = 2
                    RETURNING at_ms)
                  SELECT at_ms, pg_notify($6, at_ms::text) FROM ins",
                 due = after("$4"),
+                fresh = FRESH,
             ),
             // $1 queue, $2 ids, $3 delay?, $4 delays or times, $5
             // payloads, $6 channel, $7 the µs to count delays from (NULL:
@@ -94,12 +155,12 @@ impl Sql {
                    SELECT DISTINCT ON (id) id, v, p FROM unnest($2::text[], $4::bigint[], $5::bytea[])
                      WITH ORDINALITY AS x(id, v, p, n) ORDER BY id, n),
                  ins AS (
-                   INSERT INTO {jobs} AS j (queue, id, state, at_ms, payload)
+                   INSERT INTO {jobs} AS j (queue, id, state, at_ms, payload, created_ms)
                    SELECT $1, id, 0, CASE WHEN $3 THEN ((SELECT us FROM base) + 999) / 1000 + v
-                                     ELSE v END, p FROM input
+                                     ELSE v END, p, (SELECT now FROM t) FROM input
                    ON CONFLICT (queue, id) DO UPDATE SET state = 0, at_ms = excluded.at_ms,
                      payload = excluded.payload, attempts = 0, token = NULL,
-                     deadline_ms = NULL, last_error = NULL
+                     deadline_ms = NULL, last_error = NULL, {FRESH}
                    WHERE j.state = 2
                    RETURNING at_ms)
                  SELECT (SELECT count(*) FROM ins), (SELECT us FROM base),
@@ -116,40 +177,64 @@ impl Sql {
             claim: claim(&jobs, s),
             // $1 queue, $2 id, $3 token. Fenced by the token alone (as on
             // Redis): an ack after the lease ran out still lands if
-            // nobody took the job meanwhile.
+            // nobody took the job meanwhile. Returns how many were acked
+            // (0 or 1), counted as processed.
             ack: format!(
-                "DELETE FROM {jobs} WHERE queue = $1 AND id = $2 AND state = 1 AND token = $3"
+                "WITH {NOW}, done AS (
+                   DELETE FROM {jobs} WHERE queue = $1 AND id = $2 AND state = 1 AND token = $3
+                   RETURNING id),
+                 {tally}
+                 SELECT count(*) FROM done",
+                tally = tally(s, "SELECT count(*) FROM done", "0"),
             ),
-            // $1 queue, $2 ids, $3 tokens: returns the ids acked.
+            // $1 queue, $2 ids, $3 tokens: returns the ids acked, counted
+            // as processed.
             ack_many: format!(
-                "DELETE FROM {jobs} AS j USING unnest($2::text[], $3::bigint[]) AS a(id, token)
-                 WHERE j.queue = $1 AND j.id = a.id AND j.state = 1 AND j.token = a.token
-                 RETURNING j.id"
+                "WITH {NOW}, done AS (
+                   DELETE FROM {jobs} AS j USING unnest($2::text[], $3::bigint[]) AS a(id, token)
+                   WHERE j.queue = $1 AND j.id = a.id AND j.state = 1 AND j.token = a.token
+                   RETURNING j.id),
+                 {tally}
+                 SELECT id FROM done",
+                tally = tally(s, "SELECT count(*) FROM done", "0"),
             ),
             // $1 queue, $2 id, $3 token, $4 bury at once?, $5 delay (ms),
             // $6 max attempts, $7 reason (NULL: a plain retry, which keeps
             // the last error), $8 channel. Fenced by the token and the
             // lease's expiry. Returns the new state (0 waiting, 2 dead).
+            // The attempt goes to the history (buried; failed with a
+            // reason; else retried), counted as failed unless retried.
             give_up: format!(
                 "WITH {NOW}, held AS (
-                   SELECT id, attempts, last_error FROM {jobs}
+                   SELECT id, $4 OR attempts >= $6 AS dead, CASE
+                       WHEN $7::text IS NOT NULL THEN $7
+                       WHEN attempts >= $6 THEN 'retried on its last attempt (' || attempts
+                         || ' of ' || $6 || ')' || coalesce(' (last error: ' || last_error || ')', '')
+                       ELSE last_error END AS error
+                   FROM {jobs}
                    WHERE queue = $1 AND id = $2 AND state = 1 AND token = $3
                      AND at_ms > (SELECT now FROM t) FOR UPDATE),
                  done AS (
                    UPDATE {jobs} AS j SET token = NULL,
-                     state = CASE WHEN $4 OR h.attempts >= $6 THEN 2 ELSE 0 END,
-                     at_ms = CASE WHEN $4 OR h.attempts >= $6 THEN (SELECT now FROM t)
-                             ELSE {due} END,
-                     last_error = CASE
-                       WHEN $7::text IS NOT NULL THEN $7
-                       WHEN h.attempts >= $6 THEN 'retried on its last attempt (' || h.attempts
-                         || ' of ' || $6 || ')' || coalesce(' (last error: ' || h.last_error || ')', '')
-                       ELSE h.last_error END
+                     state = CASE WHEN h.dead THEN 2 ELSE 0 END,
+                     at_ms = CASE WHEN h.dead THEN (SELECT now FROM t) ELSE {due} END,
+                     last_error = h.error,
+                     history = {history}, claimed_ms = NULL, holder = NULL
                    FROM held AS h WHERE j.queue = $1 AND j.id = h.id
-                   RETURNING j.state, j.at_ms)
+                   RETURNING j.state, j.at_ms),
+                 {tally}
                  SELECT state, CASE WHEN state = 0 THEN pg_notify($8, at_ms::text) END::text
                  FROM done",
                 due = after("$5"),
+                history = ended(
+                    "CASE WHEN h.dead THEN 'b' WHEN $7::text IS NOT NULL THEN 'f' ELSE 'r' END",
+                    "CASE WHEN h.dead OR $7::text IS NOT NULL THEN h.error END",
+                ),
+                tally = tally(
+                    s,
+                    "0",
+                    "SELECT count(*) FROM held WHERE dead OR $7::text IS NOT NULL"
+                ),
             ),
             // $1 queue, $2 id, $3 token, $4 lease (ms), $5 channel.
             // Returns the new expiry; wakes waiting workers if it moved
@@ -176,10 +261,12 @@ impl Sql {
                  done AS (
                    UPDATE {jobs} AS j SET state = 0, token = NULL,
                      attempts = greatest(j.attempts - 1, 0),
-                     at_ms = least(coalesce(j.deadline_ms, (SELECT now FROM t)), (SELECT now FROM t))
+                     at_ms = least(coalesce(j.deadline_ms, (SELECT now FROM t)), (SELECT now FROM t)),
+                     history = {history}, claimed_ms = NULL, holder = NULL
                    FROM held AS h WHERE j.queue = $1 AND j.id = h.id
                    RETURNING j.at_ms)
-                 SELECT pg_notify($4, at_ms::text) FROM done"
+                 SELECT pg_notify($4, at_ms::text) FROM done",
+                history = ended("'l'", "NULL"),
             ),
             // $1 queue, $2 state.
             count: format!("SELECT count(*) FROM {jobs} WHERE queue = $1 AND state = $2"),
@@ -202,6 +289,15 @@ impl Sql {
             lateness: format!(
                 "SELECT bucket, sum(count)::bigint FROM {s}.lateness WHERE queue = $1
                  GROUP BY bucket ORDER BY bucket"
+            ),
+            // $1 queue, $2 the first minute: now, then (minute,
+            // processed, failed) rows (one row with NULLs if none).
+            throughput: format!(
+                "WITH {NOW} SELECT (SELECT now FROM t), m.minute, m.processed, m.failed
+                 FROM t LEFT JOIN (
+                   SELECT minute, sum(processed)::bigint AS processed, sum(failed)::bigint AS failed
+                   FROM {s}.throughput WHERE queue = $1 AND minute >= $2 GROUP BY minute
+                 ) AS m ON true ORDER BY m.minute"
             ),
             // $1 queue, $2 id, $3 channel.
             requeue: format!(
@@ -232,11 +328,19 @@ impl Sql {
                    ORDER BY at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)
                  DELETE FROM {jobs} AS j USING batch AS b WHERE j.queue = $1 AND j.id = b.id"
             ),
-            // $1 queue, $2 id: now, then the job's row if it exists.
+            // $1 queue, $2 id: now, then the job's row if it exists: its
+            // history as one array per field, in order.
             job: format!(
                 "WITH {NOW} SELECT (SELECT now FROM t), j.state, j.at_ms, j.attempts,
-                   j.deadline_ms, j.payload, j.last_error
-                 FROM t LEFT JOIN {jobs} AS j ON j.queue = $1 AND j.id = $2"
+                   j.deadline_ms, j.payload, j.last_error, j.created_ms, j.claimed_ms, j.holder,
+                   {n}, {c}, {h}, {o}, {e}, {r}
+                 FROM t LEFT JOIN {jobs} AS j ON j.queue = $1 AND j.id = $2",
+                n = field("(a->>'n')::integer"),
+                c = field("(a->>'c')::bigint"),
+                h = field("a->>'h'"),
+                o = field("a->>'o'"),
+                e = field("(a->>'e')::bigint"),
+                r = field("a->>'r'"),
             ),
             // $1 queue, $2 state, $3 due only?, $4 newest first?, $5
             // offset, $6 limit, $7 preview bytes: now and the total on
@@ -277,7 +381,9 @@ impl Sql {
 /// The claim: one statement, one round trip, for `next` and
 /// `next_batch` alike.
 ///
-/// $1 queue, $2 the most jobs, $3 lease (ms), $4 max attempts. The
+/// $1 queue, $2 the most jobs, $3 lease (ms), $4 max attempts, $5 the
+/// holder (recorded with each claim; an expired lease taken back ends its
+/// attempt in the history, counted as failed, as does a burial). The
 /// lateness of the jobs taken goes to the connection's slot of the
 /// histogram. Expired leases first (their jobs have waited longest;
 /// those out of attempts go to the dead letters instead), then the
@@ -298,6 +404,15 @@ impl Sql {
 /// moved to the dead letters, and whether an occurrence is due.
 fn claim(jobs: &str, s: &str) -> String {
     let bounds = bounds();
+    let expired_error = "'lease expired after ' || j.attempts || ' attempt(s)'
+               || coalesce(' (last error: ' || j.last_error || ')', '')";
+    let buried_history = ended("'b'", expired_error);
+    let expired_history = ended("'x'", "NULL");
+    let tally = tally(
+        s,
+        "0",
+        "(SELECT count(*) FROM buried) + (SELECT count(*) FROM claimed WHERE expired)",
+    );
     format!(
         "WITH {NOW},
          expired AS MATERIALIZED (
@@ -313,8 +428,8 @@ fn claim(jobs: &str, s: &str) -> String {
            FOR UPDATE SKIP LOCKED),
          buried AS (
            UPDATE {jobs} AS j SET state = 2, at_ms = (SELECT now FROM t), token = NULL,
-             last_error = 'lease expired after ' || j.attempts || ' attempt(s)'
-               || coalesce(' (last error: ' || j.last_error || ')', '')
+             last_error = {expired_error}, history = {buried_history},
+             claimed_ms = NULL, holder = NULL
            WHERE j.queue = $1
              AND j.id = ANY (ARRAY(SELECT id FROM expired WHERE attempts >= $4))
            RETURNING j.id),
@@ -322,7 +437,9 @@ fn claim(jobs: &str, s: &str) -> String {
            UPDATE {jobs} AS j SET state = 1, at_ms = (SELECT now FROM t) + $3,
              attempts = j.attempts + 1, token = nextval('{s}.tokens'),
              deadline_ms = CASE WHEN j.state = 0 THEN j.at_ms
-                           ELSE coalesce(j.deadline_ms, (SELECT now FROM t)) END
+                           ELSE coalesce(j.deadline_ms, (SELECT now FROM t)) END,
+             history = CASE WHEN j.state = 1 THEN {expired_history} ELSE j.history END,
+             claimed_ms = (SELECT now FROM t), holder = $5
            WHERE j.queue = $1 AND j.id = ANY (ARRAY(
              SELECT id FROM expired WHERE attempts < $4 UNION ALL SELECT id FROM due))
            RETURNING j.id, j.payload, j.deadline_ms, j.attempts, j.token, j.at_ms,
@@ -332,7 +449,8 @@ fn claim(jobs: &str, s: &str) -> String {
            SELECT $1, pg_backend_pid() % 16, width_bucket((SELECT now FROM t) - c.deadline_ms - 1, {bounds}), count(*)
            FROM claimed AS c WHERE NOT c.expired GROUP BY 3 ORDER BY 3
            ON CONFLICT (queue, slot, bucket)
-           DO UPDATE SET count = {s}.lateness.count + excluded.count)
+           DO UPDATE SET count = {s}.lateness.count + excluded.count),
+         {tally}
          SELECT (SELECT now FROM t),
            least(
              (SELECT min(at_ms) FROM {jobs} WHERE queue = $1 AND state = 0

@@ -13,7 +13,7 @@
 
 use sqlx::PgExecutor;
 
-use super::backend::{ack_query, schedule_query, PostgresBackend};
+use super::backend::{ack_query, acked, schedule_query, PostgresBackend};
 use crate::contract::{Lease, NewJob};
 use crate::data::error::Error;
 use crate::data::id::JobId;
@@ -57,10 +57,10 @@ impl PostgresBackend {
         executor: E,
         lease: Lease<'_>,
     ) -> Result<bool, Error> {
-        let done = ack_query(&self.shared, lease)
-            .execute(executor)
+        let row = ack_query(&self.shared, lease)
+            .fetch_one(executor)
             .await
             .map_err(Error::Postgres)?;
-        Ok(done.rows_affected() == 1)
+        acked(&row).map_err(Error::Postgres)
     }
 }

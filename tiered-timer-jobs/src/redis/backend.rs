@@ -23,6 +23,7 @@ use crate::contract::{
     Settings,
 };
 use crate::data::error::Error;
+use crate::data::history::Throughput;
 use crate::data::id::{random_id, JobId};
 use crate::data::lateness::Lateness;
 use crate::data::limits::{CHUNK_BYTES, CHUNK_JOBS};
@@ -180,6 +181,7 @@ impl Backend for RedisBackend {
             health_check: settings.health_check,
             token_prefix: format!("{}-", &random_id()[..16]),
             tokens: AtomicU64::new(0),
+            holder: settings.holder.clone(),
         });
         Ok(RedisBackend {
             name: name.clone(),
@@ -379,6 +381,10 @@ impl Backend for RedisBackend {
 
     async fn lateness(&self) -> Result<Lateness, Error> {
         self.stored_lateness().await
+    }
+
+    async fn throughput(&self, since_ms: u64) -> Result<Throughput, Error> {
+        self.stored_throughput(since_ms).await
     }
 
     async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, Error> {

@@ -12,19 +12,20 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `ttr:T:timeline` | sorted set | every waiting job, scored by its due time (ms since the Unix epoch, Redis' clock), and every leased job, scored by 2^52 + its lease expiry: one `ZRANGE` finds the next due jobs, one `ZADD` moves a job between the two ranges |
-//! | `ttr:T:job` | hash | per job `p<id>` → payload; `l<id>` → `attempts token deadline` while leased, `attempts` for a job delivered before that waits again or is dead (absent for a job never delivered); `e<id>` → its last error (a worker's reason, or why it died). And `m` → the partition's `armed lease_lb` (see below) |
+//! | `ttr:T:job` | hash | per job `p<id>` → payload; `c<id>` → when it was scheduled (ms, Redis' clock); `l<id>` → `attempts token deadline claimed holder` while leased (`attempts token deadline` if claimed by an earlier version: no claim time or holder), `attempts` for a job delivered before that waits again or is dead (absent for a job never delivered); `e<id>` → its last error (a worker's reason, or why it died); `h<id>` → its ended attempts, oldest first, at most 16 (absent for a job none of whose attempts ended; see `src/redis/lua/history.lua`). And `m` → the partition's `armed lease_lb` (see below) |
 //! | `ttr:T:dead` | sorted set | dead letters, scored by when they died |
 //! | `ttr:T:marker` | sorted set | wake-up batons, each named and scored by the time its holder is to claim (usually one; see `src/redis/wake/`) |
 //! | `ttr:T:lateness` | string (`BITFIELD`) | how late claims were: one saturating `u32` counter per bucket of [`LATENESS_BOUNDS_MS`], written with one `BITFIELD` per claim batch (see `src/redis/lua/record_lateness.lua`) |
 //! | `ttr:T:recur` | hash | the partition's recurrences: per recurrence `d<name>` its definition, `p<name>` its payload, `s<name>` where its chain is, `t<name>` its next occurrences, computed by clients (see `src/redis/lua/recur_lib.lua`) |
+//! | `ttr:T:throughput` | hash | jobs processed (`p<minute>`) and attempts failed (`f<minute>`) per minute since the epoch, by Redis' clock, one `HINCRBY` in the script that acks or ends the attempt; `c` → the oldest minute that may still have counts: minutes more than a day old are deleted by the first count of a minute (see `src/redis/lua/throughput.lua`) |
 //!
 //! A recurrence lives in the partition of its name, and so do its
 //! occurrences, whose ids (`name@2026-03-29T01:00:00Z`) are placed by the
 //! name they start with ([`partition_of`]): the claim of one schedules the
 //! next in the same script.
 //!
-//! A waiting job is one timeline member and one `p` field, nothing more
-//! (memory per pending job). `m` holds the time of the baton that is the
+//! A waiting job is one timeline member and its `p` and `c` fields,
+//! nothing more (memory per pending job). `m` holds the time of the baton that is the
 //! head of the partition's wake-up chain (`armed`) and a lower bound of the
 //! lease expiries (`lease_lb`), so a claim looks for expired leases only
 //! when one may exist.
@@ -41,12 +42,13 @@ use crate::data::recurrence::parse_occurrence_id;
 pub(crate) const QUEUES: &str = "ttr:queues";
 
 /// The keys of one partition, in the order the scripts expect them
-/// (`KEYS[1]` .. `KEYS[6]`; the fifth, the lateness histogram, is for the
+/// (`KEYS[1]` .. `KEYS[7]`; the fifth, the lateness histogram, is for the
 /// claim script's `record_lateness`; the sixth, the recurrences, for the
-/// claim's, cancel's and the recurrence scripts).
+/// claim's, cancel's and the recurrence scripts; the seventh, the counts
+/// per minute, for the scripts that ack or end attempts).
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    pub(crate) ordered: [String; 6],
+    pub(crate) ordered: [String; 7],
 }
 
 impl Keys {
@@ -66,6 +68,7 @@ impl Keys {
                 key("marker"),
                 key("lateness"),
                 key("recur"),
+                key("throughput"),
             ],
         }
     }

@@ -25,6 +25,7 @@ use super::backend::RedisBackend;
 use super::reply::{arg, ms, parse, unexpected_reply};
 use super::scripts;
 use crate::data::error::Error;
+use crate::data::history::{history, Outcome, StoredAttempt, Throughput};
 use crate::data::id::JobId;
 use crate::data::lateness::{Lateness, LATENESS_BOUNDS_MS};
 use crate::data::limits::at_ms;
@@ -57,6 +58,35 @@ impl RedisBackend {
             lateness.add_stored(stored.as_deref().unwrap_or_default());
         }
         Ok(lateness)
+    }
+
+    /// The counts per minute of every partition from `since_ms`, summed
+    /// (one script per partition; Redis' now is the last one's).
+    pub(super) async fn stored_throughput(&self, since_ms: u64) -> Result<Throughput, Error> {
+        let mut now_ms = 0;
+        let mut counts = Vec::new();
+        for keys in &self.partitions {
+            let reply: Vec<i64> = self
+                .eval(
+                    &scripts::THROUGHPUT_SCRIPT,
+                    keys,
+                    vec![arg(&since_ms.to_string())],
+                )
+                .await?;
+            let (now, rows) = reply
+                .split_first()
+                .ok_or_else(|| unexpected_reply("the throughput script"))?;
+            if rows.len() % 3 != 0 {
+                return Err(unexpected_reply("the throughput script"));
+            }
+            now_ms = ms(*now).unwrap_or(0);
+            for row in rows.chunks_exact(3) {
+                let [minute, processed, failed] =
+                    [row[0], row[1], row[2]].map(|n| ms(n).unwrap_or(0));
+                counts.push((minute, processed, failed));
+            }
+        }
+        Ok(Throughput::from_counts(now_ms, since_ms, counts))
     }
 
     /// Up to `limit` dead letters, newest first: each partition's newest
@@ -133,6 +163,23 @@ impl RedisBackend {
         let deadline: i64 = parse(fields.next())?;
         let payload: Vec<u8> = parse(fields.next())?;
         let last_error: Option<Vec<u8>> = parse(fields.next())?;
+        let created: i64 = parse(fields.next())?;
+        let claimed: i64 = parse(fields.next())?;
+        let holder: Option<Vec<u8>> = parse(fields.next())?;
+        let ended: Option<Vec<u8>> = parse(fields.next())?;
+        let holder = holder.map(|h| String::from_utf8_lossy(&h).into_owned());
+        let running = match (state, ms(claimed)) {
+            (JobState::Leased, Some(claimed_ms)) => Some(StoredAttempt {
+                number: attempts,
+                claimed_ms,
+                holder: holder.clone(),
+                outcome: Outcome::Running,
+                ended_ms: None,
+                error: None,
+            }),
+            _ => None,
+        };
+        let ended = parse_history(ended.as_deref().unwrap_or_default());
         let time = |value: i64| ms(value).map(at_ms);
         let (due, lease_expiry, died_at) = match state {
             JobState::Waiting => (time(score), None, None),
@@ -150,6 +197,9 @@ impl RedisBackend {
             attempts,
             last_error: last_error.map(|e| String::from_utf8_lossy(&e).into_owned()),
             payload,
+            created: time(created),
+            holder: holder.filter(|_| state == JobState::Leased),
+            history: history(ended, running),
         }))
     }
 
@@ -525,5 +575,86 @@ mod lateness_tests {
             .and_then(|rest| rest.split(',').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0)
+    }
+}
+
+/// A job's ended attempts as its `h` field holds them (see
+/// `lua/history.lua`): `attempt,claimed,ended,outcome,holder
+/// bytes,error bytes:` then the holder and the error, per attempt. What
+/// does not read so is left out (from there on).
+fn parse_history(mut raw: &[u8]) -> Vec<StoredAttempt> {
+    let mut all = Vec::new();
+    while let Some(colon) = raw.iter().position(|&b| b == b':') {
+        let Some(attempt) = parse_entry(&raw[..colon], &raw[colon + 1..]) else {
+            break;
+        };
+        let (stored, len) = attempt;
+        all.push(stored);
+        raw = &raw[colon + 1 + len..];
+    }
+    all
+}
+
+/// One ended attempt from its head (before the colon) and what follows
+/// it; with how many bytes of what follows it took.
+fn parse_entry(head: &[u8], rest: &[u8]) -> Option<(StoredAttempt, usize)> {
+    let head = std::str::from_utf8(head).ok()?;
+    let mut parts = head.split(',');
+    let mut next = || parts.next();
+    let number: u32 = next()?.parse().ok()?;
+    let claimed_ms: u64 = next()?.parse().ok()?;
+    let ended_ms: u64 = next()?.parse().ok()?;
+    let outcome = match next()? {
+        "r" => Outcome::Retried,
+        "f" => Outcome::Failed,
+        "l" => Outcome::Released,
+        "x" => Outcome::LeaseExpired,
+        "b" => Outcome::Buried,
+        _ => return None,
+    };
+    let holder_len: usize = next()?.parse().ok()?;
+    let error_len: i64 = next()?.parse().ok()?;
+    let holder = rest.get(..holder_len)?;
+    let (error, len) = match usize::try_from(error_len) {
+        Ok(n) => (
+            Some(rest.get(holder_len..holder_len + n)?.to_vec()),
+            holder_len + n,
+        ),
+        Err(_) => (None, holder_len),
+    };
+    Some((
+        StoredAttempt {
+            number,
+            claimed_ms,
+            holder: Some(String::from_utf8_lossy(holder).into_owned()),
+            outcome,
+            ended_ms: Some(ended_ms),
+            error,
+        },
+        len,
+    ))
+}
+
+#[cfg(test)]
+mod history_tests {
+    use super::*;
+
+    #[test]
+    fn histories_read_as_the_scripts_write_them() {
+        let raw = b"1,100,200,f,3,4:h:1boom2,300,400,x,5,-1:h,:2:3,500,600,b,0,0:";
+        let all = parse_history(raw);
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[0].outcome, Outcome::Failed);
+        assert_eq!(all[0].holder.as_deref(), Some("h:1"));
+        assert_eq!(all[0].error.as_deref(), Some(&b"boom"[..]));
+        assert_eq!((all[1].claimed_ms, all[1].ended_ms), (300, Some(400)));
+        assert_eq!(all[1].holder.as_deref(), Some("h,:2:"));
+        assert_eq!(all[1].error, None);
+        assert_eq!(all[2].error.as_deref(), Some(&b""[..]));
+        // Garbage ends the history, never panics.
+        for cut in 0..raw.len() {
+            let _ = parse_history(&raw[..cut]);
+        }
+        assert!(parse_history(b"1,2,3,?,0,-1:").is_empty());
     }
 }

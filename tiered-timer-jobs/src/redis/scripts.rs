@@ -8,13 +8,16 @@
 //!   in by a client, so a client whose clock is off changes nothing.
 //!   (Redis 7 replicates a script's effects, not the script, so reading
 //!   `TIME` before writing is allowed; `redis.replicate_commands()` asks
-//!   for the same on Redis 5 and 6.) `ack`, `cancel` and `purge` need no
-//!   clock and read none.
+//!   for the same on Redis 5 and 6.) `cancel` and `purge` need no clock
+//!   and read none; `ack` reads it only to count the job in its minute.
 //! * A due time is rounded *up* to a whole millisecond and "now" *down*,
 //!   so "due <= now" in whole milliseconds implies the due time has passed
 //!   by Redis' clock: never early.
-//! * Every script takes the five keys of [`Keys`](crate::redis::keys::Keys) in
+//! * Every script takes the six keys of [`Keys`](crate::redis::keys::Keys) in
 //!   their order, so one partition's scripts always run in one slot.
+//! * What a change does to a job's history (`history.lua`) and to the
+//!   counts per minute (`throughput.lua`) is done by the same script, so
+//!   neither costs a command of the client's.
 //! * A lease is fenced by a token: only the holder of the current token
 //!   may ack, retry, extend or release the job; all but `ack` also check
 //!   the lease's expiry against `TIME` in the same script (a lease that
@@ -59,6 +62,11 @@ const RECUR_LIB: &str = include_str!("lua/recur_lib.lua");
 /// `recur_claimed`, the claim's move of a recurrence's chain (after
 /// [`RECUR_LIB`]).
 const RECUR_CLAIM: &str = include_str!("lua/recur_claim.lua");
+/// `ended_attempt` and `with_history`: a job's attempt history (after
+/// [`TIME`] and [`PRELUDE`]).
+const HISTORY: &str = include_str!("lua/history.lua");
+/// `tally`: the counts per minute (after [`TIME`] and [`PRELUDE`]).
+const THROUGHPUT: &str = include_str!("lua/throughput.lua");
 
 fn assemble(parts: &[&str]) -> Script {
     Script::new(&parts.concat())
@@ -82,6 +90,8 @@ pub(crate) static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
         TIME,
         PRELUDE,
         CHAIN,
+        HISTORY,
+        THROUGHPUT,
         BURY,
         RECORD_LATENESS,
         RECUR_LIB,
@@ -91,16 +101,18 @@ pub(crate) static CLAIM_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
 });
 /// Acks a job, fenced by its token (`ack.lua`).
 pub(crate) static ACK_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| assemble(&[PRELUDE, include_str!("lua/ack.lua")]));
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, THROUGHPUT, include_str!("lua/ack.lua")]));
 /// Acks many jobs of one partition (`ack_many.lua`).
 pub(crate) static ACK_MANY_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| assemble(&[PRELUDE, include_str!("lua/ack_many.lua")]));
+    LazyLock::new(|| assemble(&[TIME, PRELUDE, THROUGHPUT, include_str!("lua/ack_many.lua")]));
 /// Reschedules a held job, or buries it on its last attempt (`retry.lua`).
 pub(crate) static RETRY_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     assemble(&[
         TIME,
         PRELUDE,
         CHAIN,
+        HISTORY,
+        THROUGHPUT,
         BURY,
         RESCHEDULE,
         FENCE,
@@ -126,6 +138,8 @@ pub(crate) static FAIL_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
         TIME,
         PRELUDE,
         CHAIN,
+        HISTORY,
+        THROUGHPUT,
         BURY,
         RESCHEDULE,
         FENCE,
@@ -158,8 +172,25 @@ pub(crate) static PURGE_ALL_SCRIPT: LazyLock<Script> =
 pub(crate) static EXTEND_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, FENCE, include_str!("lua/extend.lua")]));
 /// Hands a held job back, due now (`release.lua`).
-pub(crate) static RELEASE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| assemble(&[TIME, PRELUDE, CHAIN, FENCE, include_str!("lua/release.lua")]));
+pub(crate) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        CHAIN,
+        HISTORY,
+        FENCE,
+        include_str!("lua/release.lua"),
+    ])
+});
+/// A partition's counts per minute (`read_throughput.lua`).
+pub(crate) static THROUGHPUT_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    assemble(&[
+        TIME,
+        PRELUDE,
+        THROUGHPUT,
+        include_str!("lua/read_throughput.lua"),
+    ])
+});
 
 /// Everything stored about one job (`inspect_job.lua`).
 pub(crate) static INSPECT_JOB_SCRIPT: LazyLock<Script> =
@@ -223,6 +254,7 @@ pub(crate) fn durability(script: &Script) -> Durability {
         &INSPECT_JOB_SCRIPT,
         &LIST_JOBS_SCRIPT,
         &RECURRENCES_SCRIPT,
+        &THROUGHPUT_SCRIPT,
     ]) {
         Durability::Read
     } else if is(&[
@@ -249,6 +281,7 @@ mod tests {
             &*INSPECT_JOB_SCRIPT,
             &*LIST_JOBS_SCRIPT,
             &*RECURRENCES_SCRIPT,
+            &*THROUGHPUT_SCRIPT,
         ] {
             assert_eq!(durability(read), Durability::Read);
         }

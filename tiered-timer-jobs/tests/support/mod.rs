@@ -203,6 +203,7 @@ impl RedisServer {
                 if key.is_empty()
                     || *key == "ttr:queues"
                     || key.ends_with(":lateness")
+                    || key.ends_with(":throughput")
                     || key.ends_with(":marker")
                 {
                     return false;
@@ -488,13 +489,20 @@ pub async fn lease_expiry_ms(url: &str, tag: &str, id: &str) -> Option<u64> {
 }
 
 /// Which of `id`'s fields the job hash holds: its payload, an attempt
-/// count, and a deadline (only while leased).
+/// count, and a deadline (only while leased: `attempts token deadline
+/// claimed holder`).
 pub fn stored_fields(server: &RedisServer, tag: &str, id: &str) -> [bool; 3] {
     let key = format!("ttr:{{{tag}}}:job");
     let payload = server.cli(&["HEXISTS", &key, &format!("p{id}")]).trim() == "1";
     let lease = server.cli(&["HGET", &key, &format!("l{id}")]);
     let lease = lease.trim();
-    [payload, !lease.is_empty(), lease.split(' ').count() == 3]
+    [payload, !lease.is_empty(), lease.split(' ').count() >= 3]
+}
+
+/// Whether the job hash holds `id`'s creation time.
+pub fn stored_created(server: &RedisServer, tag: &str, id: &str) -> bool {
+    let key = format!("ttr:{{{tag}}}:job");
+    server.cli(&["HEXISTS", &key, &format!("c{id}")]).trim() == "1"
 }
 
 /// Replaces the token of `id`'s lease, as if another delivery held it.
@@ -502,9 +510,9 @@ pub fn steal_lease(server: &RedisServer, tag: &str, id: &str) {
     let key = format!("ttr:{{{tag}}}:job");
     let field = format!("l{id}");
     let lease = server.cli(&["HGET", &key, &field]);
-    let parts: Vec<&str> = lease.trim().split(' ').collect();
-    assert_eq!(parts.len(), 3, "{id} is leased: {lease:?}");
-    let stolen = format!("{} someone-else {}", parts[0], parts[2]);
+    let parts: Vec<&str> = lease.trim().splitn(4, ' ').collect();
+    assert_eq!(parts.len(), 4, "{id} is leased: {lease:?}");
+    let stolen = format!("{} someone-else {} {}", parts[0], parts[2], parts[3]);
     server.cli(&["HSET", &key, &field, &stolen]);
 }
 

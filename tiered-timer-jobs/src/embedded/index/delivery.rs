@@ -4,20 +4,28 @@
 //! letters).
 
 use std::io;
+use std::sync::Arc;
 
+use super::super::format::Why;
+use super::history::outcome_of_wait;
 use super::{
     lateness_bucket, Batch, Claim, GaveUp, Index, Lease, Now, ReadAt, Record, State, Taken, Undo,
 };
+use crate::data::history::Outcome;
 
 impl Index {
     /// Makes a job wait until `due` with `attempts` (retry, release,
-    /// promote, requeue); `error`: its new last error, if it changes.
+    /// promote, requeue) at `now`, ending its attempt as `why` says if it
+    /// was leased; `error`: its new last error, if it changes.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn wait(
         &mut self,
         batch: &mut Batch,
         slot: u32,
+        now: u64,
         due: u64,
         attempts: u32,
+        why: Why,
         error: Option<Option<Box<str>>>,
     ) {
         let mut view = self.view(slot);
@@ -35,8 +43,18 @@ impl Index {
             gen: view.slot.gen,
             due,
             attempts,
+            at: now,
+            why,
         }
         .encode(&mut batch.frame);
+        if let Some(outcome) = outcome_of_wait(why) {
+            let error = match why {
+                Why::Failed => view.error.clone(),
+                _ => None,
+            };
+            let error = error.as_deref().map(str::as_bytes);
+            self.end_attempt(Some(batch), &mut view, outcome, Some(now), error);
+        }
         view.slot.state = State::Waiting;
         view.slot.due = due;
         view.slot.attempts = attempts;
@@ -72,6 +90,9 @@ impl Index {
             attempts,
         }
         .encode(&mut batch.frame);
+        let error = view.error.clone();
+        let error = error.as_deref().map(str::as_bytes);
+        self.end_attempt(Some(batch), &mut view, Outcome::Buried, Some(now), error);
         view.slot.state = State::Dead;
         view.slot.attempts = attempts;
         view.lease = None;
@@ -93,6 +114,7 @@ impl Index {
     /// recurrence's waiting occurrence moves its chain on as it is taken
     /// (`recur.rs`), in the same batch; one its policy skips is removed
     /// instead.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn claim(
         &mut self,
         batch: &mut Batch,
@@ -101,6 +123,7 @@ impl Index {
         n: usize,
         lease: u64,
         max_attempts: u32,
+        holder: &Arc<str>,
     ) -> io::Result<Claim> {
         self.advance(now);
         let mut claim = Claim {
@@ -118,7 +141,7 @@ impl Index {
                 self.bury(batch, slot, now, s.attempts, Some(reason));
                 claim.buried.push((slot, s.gen));
             } else {
-                let taken = self.lease(batch, slot, now, lease, true);
+                let taken = self.lease(batch, slot, now, lease, true, holder);
                 claim.jobs.push(taken);
             }
         }
@@ -129,7 +152,7 @@ impl Index {
             if !self.occurrence_claimed(batch, log, slot, now)? {
                 continue; // skipped (and removed): its next one is scheduled
             }
-            let taken = self.lease(batch, slot, now, lease, false);
+            let taken = self.lease(batch, slot, now, lease, false, holder);
             claim.jobs.push(taken);
         }
         // A next occurrence due already (a catch-up) is claimable at once.
@@ -138,7 +161,8 @@ impl Index {
         Ok(claim)
     }
 
-    /// Leases one job to a new token.
+    /// Leases one job to a new token for `holder` (a lease that ran out
+    /// ends its attempt).
     fn lease(
         &mut self,
         batch: &mut Batch,
@@ -146,6 +170,7 @@ impl Index {
         now: u64,
         lease: u64,
         redelivery: bool,
+        holder: &Arc<str>,
     ) -> Taken {
         let mut view = self.view(slot);
         let attempt = view.slot.attempts + 1;
@@ -155,8 +180,16 @@ impl Index {
             attempts: attempt,
             at: now,
             redelivery,
+            holder: holder.as_bytes(),
         }
         .encode(&mut batch.frame);
+        self.end_attempt(
+            Some(batch),
+            &mut view,
+            Outcome::LeaseExpired,
+            Some(now),
+            None,
+        );
         if !redelivery {
             let bucket = lateness_bucket(now.saturating_sub(view.slot.due));
             self.lateness[bucket] += 1;
@@ -169,6 +202,8 @@ impl Index {
         view.lease = Some(Lease {
             token,
             expiry: now + lease,
+            claimed: now,
+            holder: Some(Arc::clone(holder)),
         });
         let (gen, deadline) = (view.slot.gen, view.slot.due);
         self.change(batch, slot, view);
@@ -196,15 +231,17 @@ impl Index {
     }
 
     /// Acks a job (`ack.lua`): removes it if `token` still holds it, even
-    /// if the lease ran out by now (the caller checks that itself).
-    pub(crate) fn ack(&mut self, batch: &mut Batch, id: &[u8], token: u64) -> bool {
-        match self.held(id, token) {
-            Some(slot) => {
-                self.remove(batch, slot);
-                true
-            }
-            None => false,
-        }
+    /// if the lease ran out by now (the caller checks that itself), and
+    /// counts it processed in `now`'s minute.
+    pub(crate) fn ack(&mut self, batch: &mut Batch, now: u64, id: &[u8], token: u64) -> bool {
+        let Some(slot) = self.held(id, token) else {
+            return false;
+        };
+        let gen = self.slots[slot as usize].gen;
+        Record::Acked { slot, gen, at: now }.encode(&mut batch.frame);
+        self.free_slot(batch, slot);
+        self.tally(Some(batch), now, false);
+        true
     }
 
     /// Gives a held job back after `delay` ms, or buries it on its last
@@ -228,7 +265,15 @@ impl Index {
             self.bury(batch, slot, now.floor, attempts, Some(reason));
             return GaveUp::Buried;
         }
-        self.wait(batch, slot, now.ceil + delay, attempts, None);
+        self.wait(
+            batch,
+            slot,
+            now.floor,
+            now.ceil + delay,
+            attempts,
+            Why::Retried,
+            None,
+        );
         GaveUp::Rescheduled
     }
 
@@ -255,7 +300,15 @@ impl Index {
             return GaveUp::Buried;
         }
         let reason = Some(Some(reason.into()));
-        self.wait(batch, slot, now.ceil + delay, attempts, reason);
+        self.wait(
+            batch,
+            slot,
+            now.floor,
+            now.ceil + delay,
+            attempts,
+            Why::Failed,
+            reason,
+        );
         GaveUp::Rescheduled
     }
 
@@ -266,7 +319,9 @@ impl Index {
         let slot = self.fenced(id, token, now)?;
         let expiry = now + lease;
         let mut view = self.view(slot);
-        view.lease = Some(Lease { token, expiry });
+        if let Some(lease) = &mut view.lease {
+            lease.expiry = expiry;
+        }
         self.put(slot, view);
         Some(expiry)
     }
@@ -281,8 +336,10 @@ impl Index {
         self.wait(
             batch,
             slot,
+            now,
             s.due.min(now),
             s.attempts.saturating_sub(1),
+            Why::Released,
             None,
         );
         true

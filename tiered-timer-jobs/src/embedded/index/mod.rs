@@ -28,13 +28,21 @@
 //!   replayed as one that ran out (its delivery counts, as when a worker
 //!   dies on Redis), and the job goes to the next claim.
 //!
-//! Memory per waiting job: a [`Slot`] (48 bytes), a wheel entry (24) and
-//! about 9 bytes of the id table, besides nothing else.
+//! * A job's attempts (`history.rs`): the running one is its lease's
+//!   claim time and holder, the ended ones (at most
+//!   [`HISTORY_LEN`](crate::HISTORY_LEN)) a list shared by the job's views,
+//!   derived from the records as they are made or replayed; the counts per
+//!   minute the same way.
+//!
+//! Memory per waiting job: a [`Slot`] (56 bytes), a wheel entry (24) and
+//! about 9 bytes of the id table, besides nothing else; a job with ended
+//! attempts has its list besides.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasher;
 use std::io;
+use std::sync::Arc;
 
 use hashbrown::HashTable;
 use tiered_timer::wheel_core::{Polled, Wheel};
@@ -47,6 +55,7 @@ use crate::data::lateness::LATENESS_BOUNDS_MS;
 pub(crate) use recurring::{Listed, Recurring};
 
 mod delivery;
+mod history;
 mod operator;
 mod recur;
 mod recurring;
@@ -72,7 +81,7 @@ pub(crate) enum State {
 }
 
 /// One job's place in memory: where its id and payload are in the log,
-/// its due time, attempts and state. 48 bytes.
+/// its due time, creation time, attempts and state. 56 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot {
     /// The id's hash (the store's keyed hasher).
@@ -82,6 +91,8 @@ pub(crate) struct Slot {
     /// Waiting: when it is due. Leased and dead: the due time of its last
     /// delivery (the job's deadline).
     pub(crate) due: u64,
+    /// When it was scheduled (ms; 0: not recorded, in a version 1 log).
+    pub(crate) created: u64,
     pub(crate) gen: u32,
     pub(crate) attempts: u32,
     pub(crate) payload_len: u32,
@@ -97,6 +108,7 @@ impl Slot {
         hash: 0,
         data: 0,
         due: 0,
+        created: 0,
         gen: 0,
         attempts: 0,
         payload_len: 0,
@@ -111,11 +123,29 @@ impl Slot {
     }
 }
 
-/// A lease: who holds it (a token, unique in the process) and until when.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A lease: who holds it (a token, unique in the process) and until when;
+/// and its attempt's claim time and holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Lease {
     pub(crate) token: u64,
     pub(crate) expiry: u64,
+    pub(crate) claimed: u64,
+    /// `None`: not recorded (a version 1 log).
+    pub(crate) holder: Option<Arc<str>>,
+}
+
+/// An ended attempt of a job (see `history.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ended {
+    pub(crate) attempt: u32,
+    pub(crate) claimed: u64,
+    /// `None`: not recorded (a version 1 log).
+    pub(crate) holder: Option<Arc<str>>,
+    pub(crate) outcome: crate::data::history::Outcome,
+    /// `None`: not recorded (a version 1 log).
+    pub(crate) ended: Option<u64>,
+    /// At most [`ERROR_KEPT`](crate::ERROR_KEPT) bytes.
+    pub(crate) error: Option<Box<[u8]>>,
 }
 
 /// Everything about one job: its [`Slot`] and what only some jobs have.
@@ -127,6 +157,8 @@ pub(crate) struct View {
     /// Dead only: when it died.
     pub(crate) died_at: Option<u64>,
     pub(crate) error: Option<Box<str>>,
+    /// Its ended attempts, oldest first (`None`: none).
+    pub(crate) history: Option<Arc<[Ended]>>,
 }
 
 /// Reads `len` bytes of the log at `offset` (the file, or a frame not yet
@@ -159,12 +191,16 @@ impl Now {
 }
 
 /// One undo step: the view a slot had before a change, a lateness
-/// sample to take back, or what a recurrence was before a change.
+/// sample or a count of a minute to take back, or what a recurrence was
+/// before a change.
 #[derive(Debug)]
 pub(crate) enum Undo {
     Slot(u32, View),
     Lateness(usize),
     Recurring(Box<str>, Option<Recurring>),
+    /// A job processed (`false`) or an attempt failed (`true`) in this
+    /// minute.
+    Tally(u64, bool),
 }
 
 /// A job a claim handed to its worker before the claim's frame was on
@@ -283,7 +319,14 @@ pub(crate) struct Index {
     leases: HashMap<u32, Lease>,
     tokens: HashMap<u64, u32>,
     errors: HashMap<u32, Box<str>>,
+    histories: HashMap<u32, Arc<[Ended]>>,
     lateness: [u64; LATENESS_BUCKETS],
+    /// Jobs processed and attempts failed per minute (since the epoch),
+    /// the last [`THROUGHPUT_MINUTES`](crate::THROUGHPUT_MINUTES).
+    throughput: BTreeMap<u64, (u64, u64)>,
+    /// The holder of the last claim replayed: claims of one holder share
+    /// its name.
+    last_holder: Option<Arc<str>>,
     waiting: u64,
     next_token: u64,
     /// Bytes of the log that live jobs need (their `New` records and a
@@ -334,7 +377,10 @@ impl Index {
             leases: HashMap::new(),
             tokens: HashMap::new(),
             errors: HashMap::new(),
+            histories: HashMap::new(),
             lateness: [0; LATENESS_BUCKETS],
+            throughput: BTreeMap::new(),
+            last_holder: None,
             waiting: 0,
             next_token: ORPHAN + 1,
             live_bytes: 0,
@@ -356,13 +402,15 @@ impl Index {
                 lease: None,
                 died_at: None,
                 error: None,
+                history: None,
             };
         };
         View {
             slot: *s,
-            lease: self.leases.get(&slot).copied(),
+            lease: self.leases.get(&slot).cloned(),
             died_at: self.died_at.get(&slot).copied(),
             error: self.errors.get(&slot).cloned(),
+            history: self.histories.get(&slot).cloned(),
         }
     }
 
@@ -423,11 +471,11 @@ impl Index {
             }
             State::Leased => {
                 let lease = view.lease.expect("a leased job has a lease");
-                self.leases.insert(slot, lease);
                 if lease.token != ORPHAN {
                     self.tokens.insert(lease.token, slot);
                 }
                 self.slots[i].timer = self.lease_wheel.insert(lease.expiry, slot) as u32;
+                self.leases.insert(slot, lease);
             }
             State::Dead => {
                 let at = view.died_at.expect("a dead job has a time of death");
@@ -441,6 +489,14 @@ impl Index {
             }
             _ => {
                 self.errors.remove(&slot);
+            }
+        }
+        match view.history {
+            Some(history) if new.state != State::Free => {
+                self.histories.insert(slot, history);
+            }
+            _ => {
+                self.histories.remove(&slot);
             }
         }
     }
@@ -495,7 +551,7 @@ impl Index {
     pub(crate) fn refresh_handed(&self, handed: &mut [Handed]) {
         for h in handed {
             let now = self.view(h.slot);
-            let token = |v: &View| v.lease.map(|l| l.token);
+            let token = |v: &View| v.lease.as_ref().map(|l| l.token);
             if now.slot.state == State::Leased
                 && now.slot.gen == h.view.slot.gen
                 && token(&now) == token(&h.view)
@@ -536,6 +592,7 @@ impl Index {
                     self.lateness[bucket] = self.lateness[bucket].saturating_sub(1)
                 }
                 Undo::Recurring(name, old) => self.set_recurring(&name, old),
+                Undo::Tally(minute, failed) => self.untally(minute, failed),
             }
         }
     }
@@ -562,8 +619,8 @@ impl Index {
                     let slot = self.lease_wheel.remove(key);
                     debug_assert_eq!(self.slots[slot as usize].state, State::Leased);
                     self.slots[slot as usize].timer = NONE;
-                    let lease = self.leases[&slot];
-                    self.expired.insert((lease.expiry, slot));
+                    let expiry = self.leases[&slot].expiry;
+                    self.expired.insert((expiry, slot));
                 }
                 Polled::Busy => {}
                 Polled::Idle => break,

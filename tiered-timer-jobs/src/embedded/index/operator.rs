@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::io;
 
+use super::super::format::Why;
 use super::{Batch, Index, ReadAt, Row, State, View, Which, LATENESS_BUCKETS};
 use crate::data::stats::Counts;
 
@@ -25,7 +26,7 @@ impl Index {
             return Ok(false);
         }
         if s.due > now {
-            self.wait(batch, slot, now, s.attempts, None);
+            self.wait(batch, slot, now, now, s.attempts, Why::Other, None);
         }
         Ok(true)
     }
@@ -41,7 +42,7 @@ impl Index {
     ) -> io::Result<bool> {
         match self.find(id, batch, log)? {
             Some(slot) if self.slots[slot as usize].state == State::Dead => {
-                self.wait(batch, slot, now, 0, Some(None));
+                self.wait(batch, slot, now, now, 0, Why::Other, Some(None));
                 Ok(true)
             }
             _ => Ok(false),
@@ -52,7 +53,7 @@ impl Index {
     pub(crate) fn requeue_all(&mut self, batch: &mut Batch, now: u64, limit: usize) -> usize {
         let slots: Vec<u32> = self.dead.iter().take(limit).map(|&(_, s)| s).collect();
         for &slot in &slots {
-            self.wait(batch, slot, now, 0, Some(None));
+            self.wait(batch, slot, now, now, 0, Why::Other, Some(None));
         }
         slots.len()
     }

@@ -189,7 +189,7 @@ impl Index {
             self.remove(batch, slot);
         }
         if let Some(next) = next {
-            self.schedule_at(batch, log, &name, &mut r, next)?;
+            self.schedule_at(batch, log, &name, &mut r, now, next)?;
         }
         self.write_state(batch, &name, &r);
         self.change_recurring(batch, &name, Some(r));
@@ -257,7 +257,7 @@ impl Index {
         r.pending = None;
         let next = r.parsed.as_ref().and_then(|p| p.next_after_ms(now as i64));
         match next {
-            Some(at) => self.schedule_at(batch, log, name, r, at),
+            Some(at) => self.schedule_at(batch, log, name, r, now, at),
             None => Ok(()),
         }
     }
@@ -273,6 +273,7 @@ impl Index {
         log: &dyn ReadAt,
         name: &str,
         r: &mut Recurring,
+        now: u64,
         mut at: u64,
     ) -> io::Result<()> {
         loop {
@@ -295,7 +296,7 @@ impl Index {
                     }
                 },
             }
-            let slot = self.add(batch, id.as_bytes(), at, &r.payload);
+            let slot = self.add(batch, id.as_bytes(), now, at, &r.payload);
             let gen = self.slots[slot as usize].gen;
             r.pending = Some(Pending { at, slot, gen });
             return Ok(());

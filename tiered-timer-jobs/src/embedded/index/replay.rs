@@ -1,7 +1,10 @@
 //! Replay and compaction: the log's records applied to an index on open,
 //! and a live job's records rebuilt for a compacted log.
 
+use super::super::format::Why;
+use super::history::{history_record, outcome_of_wait};
 use super::{lateness_bucket, Index, Lease, Record, Slot, State, View, ORPHAN};
+use crate::data::history::Outcome;
 
 impl Index {
     /// Starts a replay: records name slots in any order, so the free list
@@ -48,11 +51,12 @@ impl Index {
                 due,
                 id,
                 payload,
+                created,
             } => {
                 if self.view(slot).slot.state != State::Free {
                     return Err(format!("a new job in slot {slot}, which is taken"));
                 }
-                let view = self.new_waiting(id, data, due, gen, payload.len());
+                let view = self.new_waiting(id, data, created, due, gen, payload.len());
                 self.put(slot, view);
             }
             Record::Wait {
@@ -60,8 +64,28 @@ impl Index {
                 gen,
                 due,
                 attempts,
+                at,
+                why,
             } => {
                 let mut view = check(self, slot, gen)?;
+                // A version 1 record does not say what ended the attempt,
+                // nor when: a release counted the attempt off.
+                let why = match why {
+                    Why::Other if view.lease.is_some() && attempts < view.slot.attempts => {
+                        Why::Released
+                    }
+                    Why::Other if view.lease.is_some() => Why::Retried,
+                    why => why,
+                };
+                if let Some(outcome) = outcome_of_wait(why) {
+                    let error = match why {
+                        Why::Failed => view.error.clone(),
+                        _ => None,
+                    };
+                    let error = error.as_deref().map(str::as_bytes);
+                    let at = (at != 0).then_some(at);
+                    self.end_attempt(None, &mut view, outcome, at, error);
+                }
                 view.slot.state = State::Waiting;
                 view.slot.due = due;
                 view.slot.attempts = attempts;
@@ -75,11 +99,14 @@ impl Index {
                 attempts,
                 at,
                 redelivery,
+                holder,
             } => {
                 let mut view = check(self, slot, gen)?;
                 if !redelivery {
                     self.lateness[lateness_bucket(at.saturating_sub(view.slot.due))] += 1;
                 }
+                // Claimed again while leased: that lease ran out.
+                self.end_attempt(None, &mut view, Outcome::LeaseExpired, Some(at), None);
                 view.slot.state = State::Leased;
                 view.slot.attempts = attempts;
                 // A lease found on open belonged to a process that is gone:
@@ -87,6 +114,8 @@ impl Index {
                 view.lease = Some(Lease {
                     token: ORPHAN,
                     expiry: at,
+                    claimed: at,
+                    holder: self.holder_of(holder),
                 });
                 view.died_at = None;
                 self.put(slot, view);
@@ -98,6 +127,9 @@ impl Index {
                 attempts,
             } => {
                 let mut view = check(self, slot, gen)?;
+                let error = view.error.clone();
+                let error = error.as_deref().map(str::as_bytes);
+                self.end_attempt(None, &mut view, Outcome::Buried, Some(at), error);
                 view.slot.state = State::Dead;
                 view.slot.attempts = attempts;
                 view.lease = None;
@@ -114,12 +146,13 @@ impl Index {
                 self.put(slot, view);
             }
             Record::Remove { slot, gen } => {
-                let mut view = check(self, slot, gen)?;
-                view.slot.state = State::Free;
-                view.lease = None;
-                view.died_at = None;
-                view.error = None;
-                self.put(slot, view);
+                let view = check(self, slot, gen)?;
+                self.put_free(slot, view);
+            }
+            Record::Acked { slot, gen, at } => {
+                let view = check(self, slot, gen)?;
+                self.put_free(slot, view);
+                self.tally(None, at, false);
             }
             Record::Lateness { counts } => {
                 for (mine, theirs) in self.lateness.iter_mut().zip(counts) {
@@ -129,8 +162,28 @@ impl Index {
             Record::RecurDefine { .. } | Record::RecurState { .. } | Record::RecurRemove { .. } => {
                 self.apply_recurrence(record)?;
             }
+            Record::History {
+                slot,
+                gen,
+                attempts,
+            } => {
+                let mut view = check(self, slot, gen)?;
+                view.history = Some(self.history_of_record(attempts)?);
+                self.put(slot, view);
+            }
+            Record::Throughput { minutes } => self.add_throughput(minutes)?,
         }
         Ok(())
+    }
+
+    /// Empties a slot (replay).
+    fn put_free(&mut self, slot: u32, mut view: View) {
+        view.slot.state = State::Free;
+        view.lease = None;
+        view.died_at = None;
+        view.error = None;
+        view.history = None;
+        self.put(slot, view);
     }
 
     /// The records that rebuild `view` of `slot` (compaction), its id and
@@ -143,6 +196,7 @@ impl Index {
             due: s.due,
             id,
             payload,
+            created: s.created,
         }
         .encode(out);
         if let Some(error) = &view.error {
@@ -153,6 +207,7 @@ impl Index {
             }
             .encode(out);
         }
+        history_record(slot, view, out);
         match s.state {
             State::Free => {}
             State::Waiting => {
@@ -162,16 +217,26 @@ impl Index {
                         gen: s.gen,
                         due: s.due,
                         attempts: s.attempts,
+                        at: 0,
+                        why: Why::Other,
                     }
                     .encode(out);
                 }
             }
+            // Claimed at its claim time (a reopen finds the lease run out
+            // then, as it would without compaction), not counted again in
+            // the lateness histogram.
             State::Leased => Record::Lease {
                 slot,
                 gen: s.gen,
                 attempts: s.attempts,
-                at: view.lease.map_or(0, |l| l.expiry),
+                at: view.lease.as_ref().map_or(0, |l| l.claimed),
                 redelivery: true,
+                holder: view
+                    .lease
+                    .as_ref()
+                    .and_then(|l| l.holder.as_deref())
+                    .map_or(&[][..], str::as_bytes),
             }
             .encode(out),
             State::Dead => Record::Dead {

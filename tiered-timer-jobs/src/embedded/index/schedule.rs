@@ -60,7 +60,7 @@ impl Index {
             Due::After(ms) => now.ceil + ms,
             Due::At(ms) => ms,
         };
-        self.add(batch, id, due, payload);
+        self.add(batch, id, now.floor, due, payload);
         Ok((true, due))
     }
 
@@ -94,11 +94,13 @@ impl Index {
 
     /// The view of a job just scheduled (or replayed from its `New`
     /// record): waiting, never delivered, its id and payload at `data` in
-    /// the log.
+    /// the log, created at `created` (0: not recorded).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new_waiting(
         &self,
         id: &[u8],
         data: u64,
+        created: u64,
         due: u64,
         gen: u32,
         payload_len: usize,
@@ -108,6 +110,7 @@ impl Index {
                 hash: self.hash(id),
                 data,
                 due,
+                created,
                 gen,
                 attempts: 0,
                 payload_len: payload_len as u32,
@@ -118,11 +121,20 @@ impl Index {
             lease: None,
             died_at: None,
             error: None,
+            history: None,
         }
     }
 
-    /// A new waiting job, in a free slot; returns the slot.
-    pub(super) fn add(&mut self, batch: &mut Batch, id: &[u8], due: u64, payload: &[u8]) -> u32 {
+    /// A new waiting job, in a free slot, created at `now`; returns the
+    /// slot.
+    pub(super) fn add(
+        &mut self,
+        batch: &mut Batch,
+        id: &[u8],
+        now: u64,
+        due: u64,
+        payload: &[u8],
+    ) -> u32 {
         let slot = match self.free.last() {
             Some(&slot) => slot,
             None => self.slots.len() as u32,
@@ -139,25 +151,33 @@ impl Index {
             due,
             id,
             payload,
+            created: now,
         }
         .encode(&mut batch.frame);
-        let view = self.new_waiting(id, data, due, gen, payload.len());
+        let view = self.new_waiting(id, data, now, due, gen, payload.len());
         self.change(batch, slot, view);
         slot
     }
 
-    /// Removes a job for good (ack, cancel, purge).
+    /// Removes a job for good (cancel, purge; an ack is
+    /// [`ack`](Index::ack)).
     pub(super) fn remove(&mut self, batch: &mut Batch, slot: u32) {
-        let mut view = self.view(slot);
         Record::Remove {
             slot,
-            gen: view.slot.gen,
+            gen: self.slots[slot as usize].gen,
         }
         .encode(&mut batch.frame);
+        self.free_slot(batch, slot);
+    }
+
+    /// Empties a job's slot: the job is gone, its history with it.
+    pub(super) fn free_slot(&mut self, batch: &mut Batch, slot: u32) {
+        let mut view = self.view(slot);
         view.slot.state = State::Free;
         view.lease = None;
         view.died_at = None;
         view.error = None;
+        view.history = None;
         self.change(batch, slot, view);
     }
 

@@ -59,11 +59,19 @@ impl MemLog {
 }
 
 /// Everything observable, leases as a replay sees them (a dead
-/// process' lease: no holder, ran out when it was taken).
+/// process' lease: no holder, ran out when it was taken): the jobs with
+/// their histories, the lateness histogram, the counts per minute.
+#[allow(clippy::type_complexity)]
 fn dump(
     index: &mut Index,
     replayed: bool,
-) -> (Vec<(u32, View)>, [u64; LATENESS_BUCKETS], u64, usize) {
+) -> (
+    Vec<(u32, View)>,
+    [u64; LATENESS_BUCKETS],
+    u64,
+    usize,
+    Vec<(u64, u64, u64)>,
+) {
     let mut live: Vec<(u32, View)> = index.live().collect();
     for (_, view) in &mut live {
         view.slot.timer = 0;
@@ -75,7 +83,61 @@ fn dump(
             lease.expiry = 0;
         }
     }
-    (live, index.lateness, index.waiting, index.dead.len())
+    (
+        live,
+        index.lateness,
+        index.waiting,
+        index.dead.len(),
+        index.throughput_from(0),
+    )
+}
+
+/// The log compaction would write from `index` (every change written).
+fn compact(index: &mut Index, log: &MemLog) -> MemLog {
+    let mut out = MemLog::new();
+    let mut body = Vec::new();
+    Record::Lateness {
+        counts: index.lateness,
+    }
+    .encode(&mut body);
+    let minutes = super::super::format::encode_throughput(index.durable_throughput(&[]));
+    Record::Throughput { minutes: &minutes }.encode(&mut body);
+    let live: Vec<(u32, View)> = index.live().collect();
+    for (slot, view) in live {
+        let s = &view.slot;
+        let bytes = log
+            .read_at(s.data, usize::from(s.id_len) + s.payload_len as usize)
+            .unwrap();
+        let (id, payload) = bytes.split_at(usize::from(s.id_len));
+        Index::rebuild(slot, &view, id, payload, &mut body);
+    }
+    let mut batch = Batch::new(out.0.len() as u64);
+    batch.frame.extend_from_slice(&body);
+    out.commit(batch);
+    out
+}
+
+/// A dump without where ids and payloads are in the log.
+#[allow(clippy::type_complexity)]
+fn without_offsets(
+    mut dump: (
+        Vec<(u32, View)>,
+        [u64; LATENESS_BUCKETS],
+        u64,
+        usize,
+        Vec<(u64, u64, u64)>,
+    ),
+) -> (
+    Vec<(u32, View)>,
+    [u64; LATENESS_BUCKETS],
+    u64,
+    usize,
+    Vec<(u64, u64, u64)>,
+) {
+    for (_, view) in &mut dump.0 {
+        view.slot.data = 0;
+    }
+    dump
 }
 
 struct Rng(u64);
@@ -122,6 +184,7 @@ fn random_op(
                 .unwrap();
         }
         4 => {
+            let holder: std::sync::Arc<str> = format!("worker-{}", rng.below(2)).into();
             let claim = index
                 .claim(
                     batch,
@@ -130,6 +193,7 @@ fn random_op(
                     1 + rng.below(3) as usize,
                     1 + rng.below(40),
                     3,
+                    &holder,
                 )
                 .unwrap();
             for t in claim.jobs {
@@ -144,7 +208,7 @@ fn random_op(
         }
         5 if !held.is_empty() => {
             let (id, token) = held.swap_remove(rng.below(held.len() as u64) as usize);
-            index.ack(batch, &id, token);
+            index.ack(batch, now, &id, token);
         }
         6 if !held.is_empty() => {
             let (id, token) = held.swap_remove(rng.below(held.len() as u64) as usize);
@@ -226,6 +290,16 @@ fn replay_rebuilds_and_undo_takes_back() {
                 dump(&mut index, false),
                 "seed {seed} round {round}: replay"
             );
+            if batch.is_empty() {
+                // Compaction keeps it all: jobs, histories, lateness and
+                // counts per minute.
+                let mut compacted = compact(&mut index, &log).replay(now);
+                assert_eq!(
+                    without_offsets(dump(&mut compacted, true)),
+                    without_offsets(dump(&mut index, false)),
+                    "seed {seed} round {round}: compaction"
+                );
+            }
         }
     }
 }

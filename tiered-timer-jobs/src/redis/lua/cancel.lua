@@ -13,5 +13,5 @@ if name then
   if pending and name .. '@' .. pending == id then return 0 end
 end
 redis.call('ZREM', K_TIMELINE, id)
-redis.call('HDEL', K_JOB, P(id), L(id), E(id))
+redis.call('HDEL', K_JOB, P(id), L(id), E(id), H(id), C(id))
 return 1

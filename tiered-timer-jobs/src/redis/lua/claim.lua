@@ -15,6 +15,8 @@
 --   7 min due: claim only if at least this many jobs are due (a claim
 --     without a baton leaves a lone due job to the baton's holder)
 --   8, 9 id and token of a job to ack first ('' for none)
+--   10 holder: who the claim is for (recorded with each job's lease and
+--     in its history: see history.lua)
 --
 -- Returns one flat list (nested ones cost Redis more to convert):
 -- {now, acked, head, kept, left, next, b, b buried ids, then five fields
@@ -33,7 +35,7 @@
 -- ran out), and the k-th job's token is prefix.k.
 local n, lease, max_attempts, token = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local baton, keep, min_due = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
-local ack_id, ack_token = ARGV[8], ARGV[9]
+local ack_id, ack_token, holder = ARGV[8], ARGV[9], ARGV[10]
 
 -- The watch baton's holder checks that the chain head was claimed with:
 -- if it is WATCH past its time, its holder is gone (killed between its
@@ -51,7 +53,8 @@ if ack_id ~= '' then
   local _, held = parse_lease(redis.call('HGET', K_JOB, L(ack_id)))
   if held ~= ack_token then return {now, 0, -1, -1, 0, -1, 0} end
   redis.call('ZREM', K_TIMELINE, ack_id)
-  redis.call('HDEL', K_JOB, P(ack_id), L(ack_id), E(ack_id))
+  redis.call('HDEL', K_JOB, P(ack_id), L(ack_id), E(ack_id), H(ack_id), C(ack_id))
+  tally('p', 1)
   acked = 1
 end
 
@@ -105,7 +108,9 @@ end
 
 -- Leases that ran out come first (their jobs have waited longest); only
 -- looked for when the lower bound on lease expiries says there may be one.
-local deliveries, buried, count = {}, {}, 0
+-- Each ends its attempt as lease expired (or buried, on its last one), in
+-- its history, and counts it failed.
+local deliveries, buried, count, expired_histories = {}, {}, 0, {}
 local recount = false
 if lease_lb and lease_lb <= now then
   recount = true
@@ -113,20 +118,25 @@ if lease_lb and lease_lb <= now then
   if #ids > 0 then
     local fields = {}
     for j, id in ipairs(ids) do
-      fields[2 * j - 1] = L(id)
-      fields[2 * j] = P(id)
+      fields[3 * j - 2] = L(id)
+      fields[3 * j - 1] = P(id)
+      fields[3 * j] = H(id)
     end
     local values = redis.call('HMGET', K_JOB, unpack(fields))
     for j, id in ipairs(ids) do
-      local attempts, _, deadline = parse_lease(values[2 * j - 1])
+      local attempts, _, deadline, claimed, was_holder = parse_lease(values[3 * j - 2])
+      local history = values[3 * j] or nil
       if attempts >= max_attempts then
-        bury(id, attempts, out_of_attempts(id, string.format('lease expired after %d attempt(s)', attempts)))
+        local why = out_of_attempts(id, string.format('lease expired after %d attempt(s)', attempts))
+        bury(id, attempts, why, ended_attempt(history, attempts, claimed, was_holder, 'b', why))
         buried[#buried + 1] = id
       else
         count = count + 1
-        deliveries[count] = {id, attempts + 1, deadline or now, values[2 * j] or '', 1}
+        deliveries[count] = {id, attempts + 1, deadline or now, values[3 * j - 1] or '', 1}
+        with_history(expired_histories, id, ended_attempt(history, attempts, claimed, was_holder, 'x'))
       end
     end
+    if count > 0 then tally('f', count) end
   end
 end
 for j = 1, taken do
@@ -152,7 +162,7 @@ for k = 1, count do
   scored[2 * k - 1] = leased
   scored[2 * k] = d[1]
   fields[2 * k - 1] = L(d[1])
-  fields[2 * k] = d[2] .. ' ' .. token .. '.' .. k .. ' ' .. fmt(d[3])
+  fields[2 * k] = d[2] .. ' ' .. token .. '.' .. k .. ' ' .. fmt(d[3]) .. ' ' .. fmt(now) .. ' ' .. holder
   -- How late the jobs claimed from the waiting ones were.
   if d[5] == 0 then late[#late + 1] = now - d[3] end
 end
@@ -228,9 +238,10 @@ if watch_at and armed and needs_watch(armed, watch) then
   dirty = true
 end
 if dirty then
-  fields[2 * count + 1] = 'm'
-  fields[2 * count + 2] = meta(armed, lease_lb, watch)
+  fields[#fields + 1] = 'm'
+  fields[#fields + 1] = meta(armed, lease_lb, watch)
 end
+for _, f in ipairs(expired_histories) do fields[#fields + 1] = f end
 if #fields > 0 then redis.call('HSET', K_JOB, unpack(fields)) end
 local reply = {now, acked, armed or -1, kept, left, nxt or -1, #buried}
 local r = 7

@@ -7,8 +7,9 @@
 -- nothing changed).
 local action, delay, max_attempts, reason = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 if action == 'b' or attempts >= max_attempts then
-  bury(id, attempts, reason)
+  bury(id, attempts, reason, ended_attempt(history, attempts, claimed, holder, 'b', reason))
   return 2
 end
-reschedule(id, attempts, delay, {E(id), reason})
+reschedule(id, attempts, delay, with_history({E(id), reason}, id, ended_attempt(history, attempts, claimed, holder, 'f', reason)))
+tally('f', 1)
 return 1

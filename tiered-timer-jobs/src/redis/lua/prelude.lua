@@ -4,6 +4,8 @@ local K_TIMELINE, K_JOB, K_DEAD, K_MARKER = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LATENESS = KEYS[5]
 -- The partition's recurrences (see recur.lua).
 local K_RECUR = KEYS[6]
+-- The partition's counts per minute (see throughput.lua).
+local K_THROUGHPUT = KEYS[7]
 
 -- A leased job sits in the timeline at LEASED + its lease expiry (ms), a
 -- waiting job at its due time: scores below LEASED are waiting jobs, and
@@ -26,17 +28,25 @@ local BACKLOG = 8
 local LATE = 20
 
 local function fmt(n) return string.format('%d', n) end
--- A job's fields in the job hash: payload, lease (or attempts), last error.
+-- A job's fields in the job hash: payload, lease (or attempts), last
+-- error, ended attempts, when it was created.
 local function P(id) return 'p' .. id end
 local function L(id) return 'l' .. id end
 local function E(id) return 'e' .. id end
+local function H(id) return 'h' .. id end
+local function C(id) return 'c' .. id end
 
 -- The `l` field: "attempts" for a job delivered before and now waiting (or
--- dead); "attempts token deadline" while leased. Returns attempts (0 for
--- a job never delivered), token and deadline (nil unless leased).
+-- dead); "attempts token deadline claimed holder" while leased (without
+-- "claimed holder" if an earlier version claimed it). Returns attempts (0
+-- for a job never delivered), token, deadline, claim time and holder (nil
+-- unless leased, or unrecorded).
 local function parse_lease(raw)
   if not raw then return 0, nil, nil end
-  local a, token, deadline = string.match(raw, '^(%d+) (%S+) (%d+)$')
-  if a then return tonumber(a), token, tonumber(deadline) end
+  local a, token, deadline, rest = string.match(raw, '^(%d+) (%S+) (%d+)(.*)$')
+  if a then
+    local claimed, holder = string.match(rest, '^ (%d+) (.*)$')
+    return tonumber(a), token, tonumber(deadline), tonumber(claimed), holder
+  end
   return tonumber(raw), nil, nil
 end

@@ -8,6 +8,8 @@ for _, id in ipairs(ids) do
   fields[#fields + 1] = P(id)
   fields[#fields + 1] = L(id)
   fields[#fields + 1] = E(id)
+  fields[#fields + 1] = H(id)
+  fields[#fields + 1] = C(id)
 end
 redis.call('ZREM', K_DEAD, unpack(ids))
 redis.call('HDEL', K_JOB, unpack(fields))

@@ -70,8 +70,10 @@ end
 local function put_occurrence(name, o, payload)
   local id = name .. '@' .. o[2]
   if redis.call('ZSCORE', K_TIMELINE, id) then return o[1] end
-  if redis.call('ZREM', K_DEAD, id) == 1 then redis.call('HDEL', K_JOB, L(id), E(id)) end
-  redis.call('HSET', K_JOB, P(id), payload)
+  -- A dead letter of its id is replaced, and forgets its attempts (as
+  -- schedule.lua does); the occurrence is created now, by Redis' clock.
+  if redis.call('ZREM', K_DEAD, id) == 1 then redis.call('HDEL', K_JOB, L(id), E(id), H(id)) end
+  redis.call('HSET', K_JOB, P(id), payload, C(id), fmt(now))
   redis.call('ZADD', K_TIMELINE, fmt(o[1]), id)
   return o[1]
 end

@@ -14,6 +14,7 @@ if attempts > 1 then
 else
   redis.call('HDEL', K_JOB, L(id))
 end
+with_history(fields, id, ended_attempt(history, attempts, claimed, holder, 'l'))
 local m = arm_event(redis.call('HGET', K_JOB, 'm'), due)
 if m then
   fields[#fields + 1] = 'm'

@@ -4,8 +4,9 @@
 -- nothing changed).
 local delay, max_attempts = tonumber(ARGV[3]), tonumber(ARGV[4])
 if attempts >= max_attempts then
-  bury(id, attempts, out_of_attempts(id, string.format('retried on its last attempt (%d of %d)', attempts, max_attempts)))
+  local why = out_of_attempts(id, string.format('retried on its last attempt (%d of %d)', attempts, max_attempts))
+  bury(id, attempts, why, ended_attempt(history, attempts, claimed, holder, 'b', why))
   return 2
 end
-reschedule(id, attempts, delay)
+reschedule(id, attempts, delay, with_history({}, id, ended_attempt(history, attempts, claimed, holder, 'r')))
 return 1

@@ -1,5 +1,6 @@
 -- Defines `revive(id)`: moves a dead letter back to the waiting jobs, due
--- now, attempts reset and last error cleared; `false` if it was not dead.
+-- now, attempts reset and last error cleared (its history and creation
+-- time kept); `false` if it was not dead.
 local function revive(id)
   if redis.call('ZREM', K_DEAD, id) == 0 then return false end
   redis.call('HDEL', K_JOB, L(id), E(id))

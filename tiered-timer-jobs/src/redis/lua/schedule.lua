@@ -18,15 +18,16 @@ else
   due = value
 end
 -- A dead letter replaced by this id has fields to clear; a waiting job is
--- its place in the timeline and its payload, nothing more.
+-- its place in the timeline, its payload and when it was created, nothing
+-- more.
 if redis.call('ZREM', K_DEAD, id) == 1 then
-  redis.call('HDEL', K_JOB, L(id), E(id))
+  redis.call('HDEL', K_JOB, L(id), E(id), H(id))
 end
-local fields = {P(id), payload}
+local fields = {P(id), payload, C(id), fmt(now)}
 local m = arm_event(redis.call('HGET', K_JOB, 'm'), due)
 if m then
-  fields[3] = 'm'
-  fields[4] = m
+  fields[5] = 'm'
+  fields[6] = m
 end
 redis.call('HSET', K_JOB, unpack(fields))
 redis.call('ZADD', K_TIMELINE, fmt(due), id)

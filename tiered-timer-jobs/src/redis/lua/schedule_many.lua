@@ -16,6 +16,7 @@
 local mode = ARGV[1]
 local base = tonumber(ARGV[2]) or math.floor((now_us + 999) / 1000)
 local any_dead = redis.call('ZCARD', K_DEAD) > 0
+local created = fmt(now)
 local asked = {}
 for i = 3, #ARGV, 3 do asked[#asked + 1] = ARGV[i] end
 -- Which ids are waiting or leased already: one ZMSCORE (Redis 6.2+), else
@@ -43,6 +44,8 @@ for j, id in ipairs(asked) do
     scored[#scored + 1] = id
     fields[#fields + 1] = P(id)
     fields[#fields + 1] = ARGV[i + 2]
+    fields[#fields + 1] = C(id)
+    fields[#fields + 1] = created
     -- Only a dead letter has fields to clear: replace it as schedule does.
     if any_dead and redis.call('ZSCORE', K_DEAD, id) then revived[#revived + 1] = id end
   end
@@ -54,6 +57,7 @@ if #revived > 0 then
   for _, id in ipairs(revived) do
     stale[#stale + 1] = L(id)
     stale[#stale + 1] = E(id)
+    stale[#stale + 1] = H(id)
   end
   redis.call('HDEL', K_JOB, unpack(stale))
 end

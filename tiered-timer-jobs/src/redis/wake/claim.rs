@@ -356,6 +356,7 @@ pub(super) async fn claim(
         arg(&min_due.to_string()),
         ack_id,
         ack_token,
+        arg(&setup.holder),
     ];
     // A claim is best effort (its loss in a failover only means a
     // redelivery); an ack made with it was promised to its caller.

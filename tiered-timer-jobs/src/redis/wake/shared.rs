@@ -37,6 +37,9 @@ pub(crate) struct Setup {
     /// processes and within this one, and cheap.
     pub(crate) token_prefix: String,
     pub(crate) tokens: std::sync::atomic::AtomicU64,
+    /// Who the claims are for (`Builder::holder`): recorded with each
+    /// job's lease and in its history.
+    pub(crate) holder: String,
 }
 
 impl Setup {
