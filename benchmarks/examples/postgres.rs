@@ -98,6 +98,10 @@ struct Args {
     /// few hundred a second here, so 1 000 000 would take an hour.
     #[arg(long, env = "PG_UNDERWAY_SIZE_JOBS", default_value_t = 100_000)]
     underway_size_jobs: u64,
+    /// Server settings of the size run, `name=value`, repeatable
+    /// (`--size-setting autovacuum_naptime=5s`).
+    #[arg(long, env = "PG_SIZE_SETTINGS", value_delimiter = ',')]
+    size_setting: Vec<String>,
     /// Most jobs waiting at once during the size run.
     #[arg(long, env = "PG_BACKLOG", default_value_t = 10_000)]
     backlog: u64,
@@ -569,6 +573,13 @@ async fn size(pool: &PgPool, schema: &str) -> (i64, i64) {
     .expect("sizes")
 }
 
+/// Adds a row to the table, and shows it at once on stderr (a long run
+/// shows what it has).
+fn push(results: &mut Vec<(String, Vec<String>)>, row: (String, Vec<String>)) {
+    eprintln!("  {}: {}", row.0, row.1.join(" | "));
+    results.push(row);
+}
+
 /// What a size run found: sizes after the last ack and after `VACUUM`,
 /// live rows left, autovacuum runs, and the run's jobs/s.
 struct Sizes {
@@ -589,7 +600,8 @@ fn size_jobs(kind: Kind, args: &Args) -> u64 {
 
 async fn size_run(kind: Kind, args: &Args) -> Sizes {
     let total = size_jobs(kind, args);
-    let (server, pool) = server_for(kind, &[]).await;
+    let settings: Vec<&str> = args.size_setting.iter().map(String::as_str).collect();
+    let (server, pool) = server_for(kind, &settings).await;
     let sink = Arc::new(Sink::default());
     let started = Instant::now();
     let running = workers(kind, &server, &pool, args.workers, &sink).await;
@@ -646,13 +658,16 @@ async fn main() {
             eprintln!("idle: {}", kind.label());
             row.push(format!("{:.3}", idle(kind, &args).await));
         }
-        results.push((
-            format!(
-                "idle: statements/s per waiting worker ({} workers, {} s; target ≤ 0.1)",
-                args.idle_workers, args.idle_secs
+        push(
+            &mut results,
+            (
+                format!(
+                    "idle: statements/s per waiting worker ({} workers, {} s; target ≤ 0.1)",
+                    args.idle_workers, args.idle_secs
+                ),
+                row,
             ),
-            row,
-        ));
+        );
     }
     if args.runs("lateness") {
         eprintln!("lateness: {}", Kind::Ours.label());
@@ -666,7 +681,7 @@ async fn main() {
                 _ => "not run".into(),
             })
             .collect();
-        results.push((
+        push(&mut results, (
             format!(
                 "lateness p50 / p99 / max (ms), {} jobs/s for {} s, {} workers (target p99 ≤ 10, 0 early)",
                 args.rate, args.lateness_secs, args.workers
@@ -680,13 +695,16 @@ async fn main() {
             eprintln!("claim: {}", kind.label());
             row.push(format!("{:.0}", claim(kind, &args).await));
         }
-        results.push((
-            format!(
+        push(
+            &mut results,
+            (
+                format!(
                 "claim + ack, jobs/s: {} due at once, {} workers (target ≥ 2x the fastest peer)",
                 args.claim_jobs, args.workers
             ),
-            row,
-        ));
+                row,
+            ),
+        );
     }
     if args.runs("size") {
         let mut after = Vec::new();
@@ -711,13 +729,25 @@ async fn main() {
             vacuumed.push(format!("{} ({})", mib(s.vacuumed.0), mib(s.vacuumed.1)));
             rates.push(format!("{:.0}", s.rate));
         }
-        let what = format!(
+        let mut what = format!(
             "{} jobs through, at most {} waiting",
             args.size_jobs, args.backlog
         );
-        results.push((format!("tables + indexes, MiB, after {what}"), after));
-        results.push(("the same after a plain `VACUUM`".into(), vacuumed));
-        results.push((format!("jobs/s of that run ({what})"), rates));
+        if !args.size_setting.is_empty() {
+            what.push_str(&format!(", server {}", args.size_setting.join(" ")));
+        }
+        push(
+            &mut results,
+            (format!("tables + indexes, MiB, after {what}"), after),
+        );
+        push(
+            &mut results,
+            ("the same after a plain `VACUUM`".into(), vacuumed),
+        );
+        push(
+            &mut results,
+            (format!("jobs/s of that run ({what})"), rates),
+        );
     }
     let header: Vec<&str> = kinds.iter().map(|k| k.label()).collect();
     println!("| measure | {} |", header.join(" | "));
