@@ -3,7 +3,7 @@
 //!
 //! The peers (tokio's timers, tokio-util's `DelayQueue`, pingora-timeout,
 //! futures-timer, async-io, tokio-io-timeout, tower's timeout,
-//! apalis-redis, RSMQ) are dependencies of this crate only, so the
+//! apalis-redis, RSMQ, sqlxmq, underway) are dependencies of this crate only, so the
 //! published crates' examples stay tutorials and build none of them. The
 //! root crate's own criterion benches, ours alone, are in its `benches/`
 //! (`cargo bench` at the root); the side-by-side comparisons are here.
@@ -17,6 +17,7 @@
 //! cargo run --release -p tiered-timer-benchmarks --example bench                # Redis: the poller
 //! cargo run --release -p tiered-timer-benchmarks --example ops_cost             # Redis: operator reads
 //! cargo run --release -p tiered-timer-benchmarks --example herd                 # Redis: cost per job by workers
+//! cargo run --release -p tiered-timer-benchmarks --example postgres             # Postgres queues
 //! cargo bench -p tiered-timer-benchmarks                                        # criterion, HTML in target/criterion
 //! cargo test -p tiered-timer-benchmarks                                         # tests run against a peer
 //! ```
@@ -38,6 +39,7 @@
 //! - [`alloc`]: a counting global allocator, for the memory workloads;
 //! - [`plot`]: the SVG figures; [`quota`]: cgroup v1 CPU quotas;
 //! - [`redis_support`]: redis-servers and clusters started here;
+//! - [`pg_support`]: Postgres servers started here;
 //! - [`process_cpu`]: this process's CPU time.
 
 pub mod alloc;
@@ -45,6 +47,7 @@ pub mod child;
 pub mod expiry;
 pub mod guards;
 pub mod machine;
+pub mod pg_support;
 pub mod plot;
 pub mod quota;
 pub mod redis_support;

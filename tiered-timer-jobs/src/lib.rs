@@ -1,18 +1,23 @@
 //! Durable delayed jobs: schedule and cancel that outlive the process,
 //! delivered at least once, never early, and with nothing polled while
-//! nothing is due. Two backends behind one API, picked by the URL given to
-//! [`Queue::connect`] / [`Queue::builder`]:
+//! nothing is due. Three backends behind one API, picked by the URL given
+//! to [`Queue::connect`] / [`Queue::builder`]:
 //!
 //! * `file:///var/lib/shop/jobs`: the **embedded store** (feature
 //!   `embedded`), for a service that is one process on one host: an
 //!   fsync'd delay log in local files, nothing to install (see
 //!   [The embedded store](#the-embedded-store));
 //! * `redis://`, `rediss://`, `redis+unix://`: **Redis** (feature `redis`),
-//!   shared by many workers in many processes, never early by Redis' clock.
+//!   shared by many workers in many processes, never early by Redis' clock;
+//! * `postgres://`, `postgresql://`: **Postgres** (feature `postgres`, not
+//!   default), jobs beside the application's own rows: scheduled and acked
+//!   inside its transactions (`Queue::within`, `Job::ack_within`),
+//!   never early by the database's clock (see [Postgres](#postgres)).
 //!
-//! Both features are on by default. The contract below is written for
-//! Redis; the embedded store keeps it on one host, with the host's wall
-//! clock in place of Redis' `TIME`.
+//! `embedded` and `redis` are on by default. The contract below is
+//! written for Redis; the embedded store keeps it on one host, with the
+//! host's wall clock in place of Redis' `TIME`, and Postgres with the
+//! database's `clock_timestamp()`.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -125,9 +130,10 @@
 //! The crate is layered (CONTRIBUTING.md, "Architecture of the jobs
 //! crate", draws it): the public API (`src/api/`) checks every input once
 //! and calls the queue's backend through one enum (`src/backends.rs`, the
-//! only place backends are named); each backend (`src/redis/`, `src/embedded/`) implements one
+//! only place backends are named); each backend (`src/redis/`,
+//! `src/embedded/`, `src/postgres/`) implements one
 //! private trait, the backend contract (`src/contract.rs`), in the
-//! backend-neutral values of `src/data/`. So both backends give the same
+//! backend-neutral values of `src/data/`. So every backend gives the same
 //! answer to the same bad input, and a setting one of them lacks is
 //! [`Error::Unsupported`], said in one place.
 //!
@@ -212,6 +218,27 @@
 //! so a job whose work kills the process at once still reaches
 //! [`Builder::max_attempts`]. [`Builder::partitions`], [`Builder::cluster`] and
 //! [`Builder::replicas`] are Redis' ([`Error::Unsupported`] here).
+//!
+//! # Postgres
+//!
+//! One table per schema (the URL's `schema` parameter, `tiered_timer_jobs`
+//! by default), `jobs`, holds every waiting, leased and dead job, with one
+//! index, `(queue, state, at_ms)`, that serves every claim, the next
+//! wake-up, the listings and the counts; the crate creates and migrates
+//! it (versioned, under an advisory lock, so processes that start at once
+//! apply each migration once; never from a handle that only looks).
+//! Every call is one statement whose "now" is the database's
+//! `clock_timestamp()`; a claim takes up to `n` due jobs with `FOR UPDATE
+//! SKIP LOCKED`, each with a fencing token from a sequence, and answers
+//! when the queue's next event is; an ack deletes the row. A waiting
+//! handle sleeps on `tiered-timer` until that event, and hears of an
+//! earlier job on its one LISTEN connection: every statement that makes
+//! a job waiting sends `pg_notify` with its due time, delivered at
+//! commit, so a job scheduled in a transaction that rolls back woke
+//! nobody. The workers of one handle take turns to claim (one claim per
+//! handle per wake-up); idle, a handle sends only its listener's health
+//! check. The table's autovacuum settings, and what the server needs so
+//! that it does not bloat, are in the README's "Postgres" section.
 //!
 //! # Tracing
 //!
